@@ -1,0 +1,37 @@
+"""Shared printing and plotting for the theory checks."""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # no screen on CI machines
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def header(name: str, claim: str) -> None:
+    """Print the check's name and the claim it tests."""
+    print(f"\n=== {name} ===\n{claim}", flush=True)
+
+
+def figure(label: str, value) -> None:
+    """Print one measured figure."""
+    print(f"  {label}: {value}", flush=True)
+
+
+def verdict(name: str, passed: bool, detail: str = "") -> bool:
+    """Print the PASS/FAIL line and return ``passed``."""
+    word = "PASS" if passed else "FAIL"
+    print(f"{word}: {name}" + (f" ({detail})" if detail else ""), flush=True)
+    return bool(passed)
+
+
+def savefig(fig, out_dir: str, filename: str) -> str:
+    """Save ``fig`` as ``out_dir/filename`` and close it; return the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, filename)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    print(f"  plot: {path}", flush=True)
+    return path
