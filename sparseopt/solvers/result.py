@@ -50,11 +50,11 @@ class History:
         self._rows = {k: [] for k in keys}
 
     def append(self, **values) -> None:
+        unknown = set(values) - set(self._rows)
+        if unknown:
+            raise KeyError(f"unknown history key(s) {sorted(unknown)}")
         for k in self._rows:
             self._rows[k].append(values.get(k, np.nan))
-        for k in values:
-            if k not in self._rows:
-                raise KeyError(f"unknown history key {k!r}")
 
     def as_dict(self) -> dict:
         return {k: np.asarray(v, dtype=np.float64) for k, v in self._rows.items()}
