@@ -1,0 +1,522 @@
+"""Smooth objectives f for the sparse solvers.
+
+Every objective knows the shape of its variable and gives its value, gradient, a dense
+Hessian and the Lipschitz constant L of its gradient (computed by a symmetric eigen-solver,
+cached). The sparse solvers (``sparseopt.solvers``) minimise f over a sparsity pattern, or
+f + lam ||w||_0, and only use this interface.
+
+Objectives
+----------
+- :class:`Quadratic`: 0.5 w'Hw - b'w + c.
+- :class:`LeastSquares`: 0.5 ||Xw - y||^2 (no 1/n).
+- :class:`LayerLoss`: Tr((W - W*) H (W - W*)') (prox24-kubler eq. 2), a matrix variable.
+- :class:`Logistic`: mean logistic loss + l2/2 ||w||^2.
+- :class:`Smooth`: any user function with its gradient.
+
+Conventions: value(w) returns a Python float accumulated in float64; grad(w) returns an array
+of ``shape`` in the dtype of the objective's data (float32 data stays float32). Inputs are
+never modified; the objective keeps references to the arrays it was given (no copies).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg
+
+from .patterns import check_finite
+
+__all__ = ["Objective", "Quadratic", "LeastSquares", "LayerLoss", "Logistic", "Smooth"]
+
+# Above this size a dense eigen-decomposition is replaced by Lanczos (eigsh).
+_DENSE_EIG_MAX = 600
+
+
+def _as_float_array(a, name: str) -> np.ndarray:
+    """float32/float64 arrays pass unchanged; integer/bool data become float64."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        raise ValueError(f"{name} must be real, got dtype {a.dtype}")
+    if a.dtype not in (np.float32, np.float64):
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+        a = a.astype(np.float64)
+    check_finite(a, name)
+    return a
+
+
+def _check_symmetric(H: np.ndarray, name: str) -> None:
+    if H.ndim != 2 or H.shape[0] != H.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {H.shape}")
+    scale = float(np.max(np.abs(H))) if H.size else 0.0
+    tol = 1e-6 if H.dtype == np.float32 else 1e-10
+    if not np.allclose(H, H.T, rtol=0.0, atol=tol * max(scale, 1e-300)):
+        raise ValueError(f"{name} must be symmetric")
+
+
+def _check_psd(H: np.ndarray, name: str) -> None:
+    """Cholesky of H + eps I: succeeds iff the smallest eigenvalue exceeds -eps (rounding)."""
+    d = H.shape[0]
+    if d == 0:
+        return
+    scale = float(np.max(np.abs(np.diag(H))))
+    eps = (1e-5 if H.dtype == np.float32 else 1e-10) * max(scale, 1e-300) * max(d, 1)
+    try:
+        np.linalg.cholesky(H.astype(np.float64) + eps * np.eye(d))
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{name} must be positive semidefinite") from None
+
+
+def _sym_spectral_norm(A: np.ndarray) -> float:
+    """max |eigenvalue| of a symmetric matrix (dense eigvalsh, or Lanczos when large)."""
+    d = A.shape[0]
+    if d == 0:
+        return 0.0
+    A64 = A.astype(np.float64, copy=False)
+    if d <= _DENSE_EIG_MAX:
+        ev = scipy.linalg.eigvalsh(A64)
+        return float(max(abs(ev[0]), abs(ev[-1])))
+    ev = scipy.sparse.linalg.eigsh(A64, k=1, which="LM", return_eigenvectors=False, tol=1e-10)
+    return float(abs(ev[0]))
+
+
+def _gram_lambda_max(X: np.ndarray) -> float:
+    """Largest eigenvalue of X'X = sigma_max(X)^2, via the smaller Gram matrix.
+
+    Small problems use a dense eigvalsh; large ones run Lanczos (eigsh) on the operator
+    v -> X'(Xv) (or X(X'v)), which never forms the Gram matrix.
+    """
+    n, p = X.shape
+    if min(n, p) == 0:
+        return 0.0
+    X64 = X.astype(np.float64, copy=False)
+    if min(n, p) <= _DENSE_EIG_MAX:
+        G = X64 @ X64.T if n < p else X64.T @ X64
+        return float(scipy.linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0])
+    d = min(n, p)
+    if n < p:
+        op = scipy.sparse.linalg.LinearOperator((d, d), matvec=lambda v: X64 @ (X64.T @ v))
+    else:
+        op = scipy.sparse.linalg.LinearOperator((d, d), matvec=lambda v: X64.T @ (X64 @ v))
+    ev = scipy.sparse.linalg.eigsh(op, k=1, which="LA", return_eigenvectors=False, tol=1e-10)
+    return float(ev[0])
+
+
+class Objective(ABC):
+    """Interface of a smooth objective f used by the sparse solvers.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Shape of the variable w: ``(p,)`` for a vector, ``(d_out, d_in)`` for a weight matrix.
+    dtype : numpy dtype
+        dtype of the gradients (the dtype of the objective's data).
+    reference : ndarray or None
+        A natural starting point (the dense weights W* for :class:`LayerLoss`, maiht-wen
+        Alg. 1 line 2); ``None`` when the solvers should start from zero.
+    """
+
+    shape: tuple
+    dtype: np.dtype = np.dtype(np.float64)
+    reference = None
+
+    @abstractmethod
+    def value(self, w) -> float:
+        """f(w) as a Python float (accumulated in float64)."""
+
+    @abstractmethod
+    def grad(self, w) -> np.ndarray:
+        """Gradient of f at w, an array of ``shape``."""
+
+    @abstractmethod
+    def hessian(self, w) -> np.ndarray:
+        """Dense Hessian of f at w (for a matrix variable with independent rows: the shared
+        per-row Hessian)."""
+
+    @abstractmethod
+    def _compute_lipschitz(self) -> float:
+        """Lipschitz constant of the gradient (computed once, cached by ``lipschitz``)."""
+
+    def value_and_grad(self, w):
+        """(f(w), grad f(w)); subclasses share work between the two where they can."""
+        return self.value(w), self.grad(w)
+
+    def lipschitz(self) -> float:
+        """Lipschitz constant L of grad f in the Euclidean (Frobenius) norm, cached."""
+        L = getattr(self, "_lipschitz_cache", None)
+        if L is None:
+            L = float(self._compute_lipschitz())
+            self._lipschitz_cache = L
+        return L
+
+    def _check_w(self, w, name: str = "w") -> np.ndarray:
+        w = np.asarray(w)
+        if w.shape != tuple(self.shape):
+            raise ValueError(f"{name} must have shape {tuple(self.shape)}, got {w.shape}")
+        return w
+
+
+class Quadratic(Objective):
+    """f(w) = 0.5 w'Hw - b'w + c.
+
+    Parameters
+    ----------
+    H : array_like, shape (p, p)
+        Symmetric matrix (indefinite is allowed: f is then smooth but not convex).
+    b : array_like, shape (p,)
+    c : float, default 0.0
+
+    Notes
+    -----
+    grad f(w) = Hw - b, Hessian H, L = max |eigenvalue of H| (dense ``eigvalsh``, Lanczos
+    above 600 variables). Minimising over a support S solves H_SS w_S = b_S.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = Quadratic(np.diag([2.0, 1.0]), np.array([2.0, 0.0]))
+    >>> f.value(np.array([1.0, 0.0])), f.lipschitz()
+    (-1.0, 2.0)
+    """
+
+    def __init__(self, H, b, c: float = 0.0):
+        H = _as_float_array(H, "H")
+        b = _as_float_array(b, "b")
+        _check_symmetric(H, "H")
+        if b.shape != (H.shape[0],):
+            raise ValueError(f"b must have shape ({H.shape[0]},) to match H, got {b.shape}")
+        if not np.isfinite(c):
+            raise ValueError("c must be finite")
+        self.H, self.b, self.c = H, b, float(c)
+        self.shape = (H.shape[0],)
+        self.dtype = np.result_type(H, b)
+
+    def value(self, w) -> float:
+        w = self._check_w(w).astype(np.float64, copy=False)
+        H = self.H.astype(np.float64, copy=False)
+        return float(0.5 * w @ (H @ w) - self.b.astype(np.float64) @ w + self.c)
+
+    def grad(self, w) -> np.ndarray:
+        w = self._check_w(w)
+        return (self.H @ w - self.b).astype(self.dtype, copy=False)
+
+    def hessian(self, w=None) -> np.ndarray:
+        return self.H
+
+    def _compute_lipschitz(self) -> float:
+        return _sym_spectral_norm(self.H)
+
+    def minimize_on_support(self, mask) -> np.ndarray:
+        """argmin of f over {w : w = 0 outside mask} (least-squares solution of H_SS w_S = b_S)."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
+        w = np.zeros(self.shape, dtype=self.dtype)
+        if mask.any():
+            HS = self.H[np.ix_(mask, mask)].astype(np.float64)
+            w[mask] = np.linalg.lstsq(HS, self.b[mask].astype(np.float64), rcond=None)[0]
+        return w
+
+
+class LeastSquares(Objective):
+    """f(w) = 0.5 ||Xw - y||^2 (sum of squares, no 1/n factor).
+
+    Parameters
+    ----------
+    X : array_like, shape (n, p)
+        Design matrix.
+    y : array_like, shape (n,)
+        Responses.
+
+    Notes
+    -----
+    grad f(w) = X'(Xw - y), Hessian X'X, L = sigma_max(X)^2 from the smaller Gram matrix
+    (dense ``eigvalsh``, or Lanczos on v -> X'Xv without forming it when min(n, p) > 600).
+    This is maiht-wen eq. 1 / 2 with one output column: f = 0.5 ||X w_hat - X w||^2 when
+    y = X w_hat.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = LeastSquares(np.eye(3), np.array([1.0, 2.0, 0.0]))
+    >>> f.value(np.zeros(3)), f.grad(np.zeros(3))
+    (2.5, array([-1., -2., -0.]))
+    """
+
+    def __init__(self, X, y):
+        X = _as_float_array(X, "X")
+        y = _as_float_array(y, "y")
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D matrix, got shape {X.shape}")
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        self.X, self.y = X, y
+        self.shape = (X.shape[1],)
+        self.dtype = np.result_type(X, y)
+
+    def residual(self, w) -> np.ndarray:
+        """Xw - y."""
+        return self.X @ self._check_w(w) - self.y
+
+    def value(self, w) -> float:
+        r = self.residual(w).astype(np.float64, copy=False)
+        return float(0.5 * r @ r)
+
+    def grad(self, w) -> np.ndarray:
+        return (self.X.T @ self.residual(w)).astype(self.dtype, copy=False)
+
+    def value_and_grad(self, w):
+        r = self.residual(w)
+        r64 = r.astype(np.float64, copy=False)
+        return float(0.5 * r64 @ r64), (self.X.T @ r).astype(self.dtype, copy=False)
+
+    def hessian(self, w=None) -> np.ndarray:
+        return self.X.T @ self.X
+
+    def _compute_lipschitz(self) -> float:
+        return _gram_lambda_max(self.X)
+
+    def minimize_on_support(self, mask) -> np.ndarray:
+        """argmin of f over {w : w = 0 outside mask} (least squares on the columns in mask)."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
+        w = np.zeros(self.shape, dtype=self.dtype)
+        if mask.any():
+            XS = self.X[:, mask].astype(np.float64)
+            w[mask] = np.linalg.lstsq(XS, self.y.astype(np.float64), rcond=None)[0]
+        return w
+
+
+class LayerLoss(Objective):
+    """Local squared loss of a linear layer, f(W) = Tr((W - W*) H (W - W*)').
+
+    Parameters
+    ----------
+    W_star : array_like, shape (d_out, d_in)
+        Dense weights W*.
+    H : array_like, shape (d_in, d_in)
+        Symmetric positive semidefinite Hessian, H = X X' / n for inputs X of shape (d_in, n).
+    check_psd : bool, default True, keyword-only
+        Check H >= 0 by a Cholesky factorisation of H + eps I (O(d_in^3); switch off for
+        large H already known to be a Gram matrix).
+
+    Notes
+    -----
+    prox24-kubler eq. 2: f(W) = (1/n) ||WX - W*X||_F^2 = Tr((W - W*) H (W - W*)').
+    The gradient is 2 (W - W*) H (eq. 4); rows are independent and share the per-row Hessian
+    2H, which ``hessian`` returns (d_in x d_in). L = 2 lambda_max(H), so the step 1/L is the
+    eta = 1 / (2 gamma_max(H)) of eq. 4. ``masked_grad`` is the update direction of eq. 5.
+
+    Compared with maiht-wen eq. 2 (f = 0.5 ||X W_hat - X W||_F^2 with W of shape d_in x d_out),
+    this is the same loss with the variable transposed and X'X = 2H.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = LayerLoss(np.ones((2, 4)), np.eye(4))
+    >>> f.value(np.zeros((2, 4))), f.lipschitz()
+    (8.0, 2.0)
+    """
+
+    def __init__(self, W_star, H, *, check_psd: bool = True):
+        W_star = _as_float_array(W_star, "W_star")
+        H = _as_float_array(H, "H")
+        if W_star.ndim != 2:
+            raise ValueError(f"W_star must be a 2-D matrix (d_out, d_in), got shape {W_star.shape}")
+        _check_symmetric(H, "H")
+        if H.shape[0] != W_star.shape[1]:
+            raise ValueError(
+                f"H must have shape ({W_star.shape[1]}, {W_star.shape[1]}) to match W_star's "
+                f"d_in, got {H.shape}"
+            )
+        if check_psd:
+            _check_psd(H, "H")
+        self.W_star, self.H = W_star, H
+        self.shape = W_star.shape
+        self.dtype = np.result_type(W_star, H)
+        self.reference = W_star
+
+    def value(self, W) -> float:
+        D = (self._check_w(W, "W") - self.W_star).astype(np.float64, copy=False)
+        return float(np.sum((D @ self.H.astype(np.float64, copy=False)) * D))
+
+    def grad(self, W) -> np.ndarray:
+        D = self._check_w(W, "W") - self.W_star
+        return (2 * (D @ self.H)).astype(self.dtype, copy=False)
+
+    def value_and_grad(self, W):
+        D = self._check_w(W, "W") - self.W_star
+        DH = D @ self.H
+        val = float(np.sum(DH.astype(np.float64, copy=False) * D))
+        return val, (2 * DH).astype(self.dtype, copy=False)
+
+    def masked_grad(self, W, mask) -> np.ndarray:
+        """M * 2 (W - W*) H: the masked gradient of prox24-kubler eq. 5 (zero off the mask)."""
+        mask = np.asarray(mask)
+        if mask.shape != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
+        g = self.grad(W)
+        return np.where(mask.astype(bool), g, np.zeros((), dtype=g.dtype))
+
+    def hessian(self, W=None) -> np.ndarray:
+        """The shared per-row Hessian 2H (d_in x d_in)."""
+        return 2 * self.H
+
+    def _compute_lipschitz(self) -> float:
+        return 2.0 * _sym_spectral_norm(self.H)
+
+    def minimize_on_support(self, mask) -> np.ndarray:
+        """argmin of f over {W : W = 0 outside mask}, row by row: W_S = W*_S + H_SS^+ H_S,. (W*)'
+        restricted to the pruned entries (the optimal weight update of a fixed mask)."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
+        W = np.zeros(self.shape, dtype=self.dtype)
+        H = self.H.astype(np.float64)
+        for r in range(self.shape[0]):
+            S = mask[r]
+            if S.any():
+                # stationarity on S: (W_S - W*) H restricted to S = 0 -> H_SS w_S = (W* H)_S
+                rhs = (self.W_star[r].astype(np.float64) @ H)[S]
+                W[r, S] = np.linalg.lstsq(H[np.ix_(S, S)], rhs, rcond=None)[0]
+        return W
+
+
+class Logistic(Objective):
+    """Mean logistic loss with a ridge term, f(w) = (1/n) sum_i log(1 + exp(-s_i x_i'w)) + l2/2 ||w||^2.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, p)
+    y : array_like, shape (n,)
+        Labels in {0, 1} or in {-1, 1}; s_i = 2 y_i - 1 for {0, 1} labels, s_i = y_i otherwise.
+    l2 : float
+        Ridge coefficient, l2 >= 0; f is strongly convex for l2 > 0.
+
+    Notes
+    -----
+    grad f = -(1/n) X' (s * sigma(-s * Xw)) + l2 w, Hessian (1/n) X' diag(sigma(z)(1 - sigma(z))) X
+    + l2 I with z = Xw. Since sigma(1 - sigma) <= 1/4, L = lambda_max(X'X) / (4n) + l2, a valid
+    (and for z = 0 attained) Lipschitz constant. Smooth, not quadratic.
+    """
+
+    def __init__(self, X, y, l2: float):
+        X = _as_float_array(X, "X")
+        y = _as_float_array(y, "y")
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D matrix, got shape {X.shape}")
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+        if X.shape[0] == 0:
+            raise ValueError("X must have at least one row")
+        labels = set(np.unique(y).tolist())
+        if labels <= {0.0, 1.0}:
+            s = 2.0 * y - 1.0
+        elif labels <= {-1.0, 1.0}:
+            s = y.copy()
+        else:
+            raise ValueError(f"y must hold labels in {{0, 1}} or {{-1, 1}}, got {sorted(labels)[:5]}")
+        if not np.isfinite(l2) or l2 < 0:
+            raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}")
+        self.X, self.y, self.l2 = X, y, float(l2)
+        self._s = s.astype(X.dtype)
+        self.shape = (X.shape[1],)
+        self.dtype = X.dtype
+
+    def _margins(self, w):
+        return self._s * (self.X @ self._check_w(w))
+
+    def value(self, w) -> float:
+        m = self._margins(w).astype(np.float64, copy=False)
+        w64 = np.asarray(w, dtype=np.float64)
+        return float(np.mean(np.logaddexp(0.0, -m)) + 0.5 * self.l2 * w64 @ w64)
+
+    def grad(self, w) -> np.ndarray:
+        return self.value_and_grad(w)[1]
+
+    def value_and_grad(self, w):
+        m = self._margins(w)
+        m64 = m.astype(np.float64, copy=False)
+        w64 = np.asarray(w, dtype=np.float64)
+        val = float(np.mean(np.logaddexp(0.0, -m64)) + 0.5 * self.l2 * w64 @ w64)
+        # sigma(-m) computed stably as exp(-logaddexp(0, m))
+        coef = -self._s * np.exp(-np.logaddexp(0.0, m64)).astype(self.dtype) / self.X.shape[0]
+        g = self.X.T @ coef + self.l2 * np.asarray(w)
+        return val, g.astype(self.dtype, copy=False)
+
+    def hessian(self, w) -> np.ndarray:
+        z = (self.X @ self._check_w(w)).astype(np.float64)
+        sig = np.exp(-np.logaddexp(0.0, -z))
+        d = sig * (1.0 - sig) / self.X.shape[0]
+        X64 = self.X.astype(np.float64, copy=False)
+        return (X64.T * d) @ X64 + self.l2 * np.eye(self.shape[0])
+
+    def _compute_lipschitz(self) -> float:
+        return _gram_lambda_max(self.X) / (4.0 * self.X.shape[0]) + self.l2
+
+
+class Smooth(Objective):
+    """Any smooth function given by callables.
+
+    Parameters
+    ----------
+    fun : callable
+        w -> f(w), a real number.
+    grad : callable
+        w -> grad f(w), an array of ``shape``.
+    hess : callable, optional
+        w -> dense Hessian. Without it ``hessian`` raises ValueError.
+    shape : tuple of int, keyword-only
+        Shape of the variable.
+    lipschitz : float, optional, keyword-only
+        Lipschitz constant of ``grad``. There is no safe way to compute it from function
+        values (a Hessian at one point bounds nothing elsewhere), so without it ``lipschitz()``
+        raises ValueError; pass ``step`` to the solver instead.
+    dtype : numpy dtype, default float64, keyword-only
+        dtype of the variable.
+    """
+
+    def __init__(self, fun, grad, hess=None, *, shape, lipschitz=None, dtype=np.float64):
+        if not callable(fun):
+            raise ValueError("fun must be callable")
+        if not callable(grad):
+            raise ValueError("grad must be callable")
+        if hess is not None and not callable(hess):
+            raise ValueError("hess must be callable or None")
+        try:
+            shape = tuple(int(s) for s in np.atleast_1d(shape))
+        except (TypeError, ValueError):
+            raise ValueError(f"shape must be a tuple of non-negative ints, got {shape!r}") from None
+        if len(shape) == 0 or any(s < 0 for s in shape):
+            raise ValueError(f"shape must be a tuple of non-negative ints, got {shape!r}")
+        if lipschitz is not None and (not np.isfinite(lipschitz) or lipschitz <= 0):
+            raise ValueError(f"lipschitz must be a finite number > 0, got {lipschitz!r}")
+        self._fun, self._grad, self._hess = fun, grad, hess
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self._lipschitz_given = None if lipschitz is None else float(lipschitz)
+
+    def value(self, w) -> float:
+        return float(self._fun(self._check_w(w)))
+
+    def grad(self, w) -> np.ndarray:
+        g = np.asarray(self._grad(self._check_w(w)))
+        if g.shape != self.shape:
+            raise ValueError(f"grad returned shape {g.shape}, expected {self.shape}")
+        return g
+
+    def hessian(self, w) -> np.ndarray:
+        if self._hess is None:
+            raise ValueError("this Smooth objective was built without hess")
+        return np.asarray(self._hess(self._check_w(w)))
+
+    def _compute_lipschitz(self) -> float:
+        if self._lipschitz_given is None:
+            raise ValueError(
+                "lipschitz was not given to Smooth(...): pass lipschitz=L to Smooth or an explicit "
+                "step to the solver"
+            )
+        return self._lipschitz_given
