@@ -242,7 +242,7 @@ class LeastSquares(Objective):
     >>> import numpy as np
     >>> f = LeastSquares(np.eye(3), np.array([1.0, 2.0, 0.0]))
     >>> f.value(np.zeros(3)), f.grad(np.zeros(3))
-    (2.5, array([-1., -2., -0.]))
+    (2.5, array([-1., -2.,  0.]))
     """
 
     def __init__(self, X, y):
