@@ -7,7 +7,8 @@ Main entry points
 - ``sparseopt.prox``: ``prox_nm`` (EnumALM / EnumPGD / EnumIPM) and ``certify``.
 """
 
+from .layer import prune
 from .patterns import NM, TopK
 
 __version__ = "0.1.0"
-__all__ = ["NM", "TopK", "__version__"]
+__all__ = ["NM", "TopK", "prune", "__version__"]
