@@ -1,0 +1,74 @@
+"""Scale covariance of the N:M prox: prox_{(lam/c) r}(c y) = c prox_{lam r}(y) for c > 0.
+
+With w = u / c and y = v / c, 0.5||w - y||^2 + lam r_{N:M}(w) = c^-2 (0.5||u - v||^2 +
+(lam / c) r_{N:M}(u)) because r_{N:M} (prox24-kubler eq. 6) is homogeneous of degree N + 1 = 3
+for 2:4 and 2:3 (and of degree N + 1 in general, so the rule reads lam / c^(N-1)). Checked
+for the three 2:4 solvers (ALM, PGD, IPM), the 2:3 ones, and ALM on 1:4, 2:8 and 3:8 (where
+the exponent is N - 1), on random ``y ~ N(0, 1)`` groups and random ``c`` (log-uniform in
+[1e-2, 1e2]) and ``lam`` (log-uniform in [1e-2, 1e1]); one batched ``prox_nm`` call per
+(c, lam) pair. Criterion: relative objective mismatch ``|f_{cy}(w_c) - c^2 f_y(w)| / (c^2 (1 +
+f_y(w)))`` <= 1e-10 and ``max |w_c - c w| / (c max|y|)`` <= 1e-6.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparseopt.regularizers import prox_objective
+
+from ._report import figure, header, savefig, verdict
+
+NAME = "scale_covariance"
+
+CASES = [
+    (2, 4, "alm"), (2, 4, "pgd"), (2, 4, "ipm"),
+    (2, 3, "alm"), (2, 3, "pgd"), (2, 3, "ipm"),
+    (1, 4, "alm"), (2, 8, "alm"), (3, 8, "alm"),
+]
+OBJ_TOL = 1e-10
+W_TOL = 1e-6
+
+
+def run(out_dir, quick=False):
+    from sparseopt.prox import prox_nm
+
+    header(NAME, "prox(c y, lam / c^(N-1)) = c prox(y, lam) (r_{N:M} homogeneous of degree N+1)")
+    rng = np.random.default_rng(5)
+    pairs, groups = (8, 200) if quick else (40, 2000)
+    results = {}
+    for n, m, meth in CASES:
+        Y = rng.standard_normal((groups, m))
+        worst_f = worst_w = 0.0
+        for _ in range(pairs):
+            c = float(np.exp(rng.uniform(np.log(1e-2), np.log(1e2))))
+            lam = float(np.exp(rng.uniform(np.log(1e-2), np.log(1e1))))
+            lam_c = lam / c ** (n - 1)
+            w = prox_nm(Y, lam, n, m, method=meth)
+            w_c = prox_nm(c * Y, lam_c, n, m, method=meth)
+            f = prox_objective(w, Y, lam, n, m)[:, 0]
+            f_c = prox_objective(w_c, c * Y, lam_c, n, m)[:, 0]
+            worst_f = max(worst_f, float(np.max(np.abs(f_c - c * c * f) / (c * c * (1.0 + f)))))
+            worst_w = max(worst_w, float(np.max(np.abs(w_c - c * w)) / (c * np.max(np.abs(Y)))))
+        results[(n, m, meth)] = (worst_f, worst_w)
+        figure(f"{n}:{m} {meth}", f"{pairs} (c, lam) pairs x {groups} groups: rel. objective "
+                                  f"mismatch {worst_f:.2e}, rel. w mismatch {worst_w:.2e}")
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    labels = [f"{n}:{m}\n{meth}" for n, m, meth in results]
+    x = np.arange(len(labels))
+    ax.bar(x - 0.2, [max(v[0], 1e-17) for v in results.values()], 0.4, label="objective")
+    ax.bar(x + 0.2, [max(v[1], 1e-17) for v in results.values()], 0.4, label="weights")
+    ax.axhline(OBJ_TOL, color="C0", ls="--", lw=1)
+    ax.axhline(W_TOL, color="C1", ls="--", lw=1)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("worst relative mismatch")
+    ax.legend(fontsize=8)
+    savefig(fig, out_dir, "scale_covariance.png")
+
+    worst_f = max(v[0] for v in results.values())
+    worst_w = max(v[1] for v in results.values())
+    ok = worst_f <= OBJ_TOL and worst_w <= W_TOL
+    return verdict(NAME, ok, f"objective {worst_f:.1e} <= {OBJ_TOL:g}, weights {worst_w:.1e} <= {W_TOL:g}")
