@@ -1,0 +1,210 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from sparseopt import NM, TopK
+from sparseopt.objectives import LayerLoss, LeastSquares, Quadratic
+from sparseopt.solvers import iht, maiht
+
+
+def best_subset(X, y, k):
+    best = (np.inf, None)
+    for S in itertools.combinations(range(X.shape[1]), k):
+        b = np.linalg.lstsq(X[:, S], y, rcond=None)[0]
+        val = 0.5 * np.sum((X[:, S] @ b - y) ** 2)
+        if val < best[0]:
+            best = (val, S)
+    return best
+
+
+def correlated(seed, n=20, p=12, k=4, rho=0.8):
+    rng = np.random.default_rng(seed)
+    C = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
+    X = rng.standard_normal((n, p)) @ np.linalg.cholesky(C).T
+    b = np.zeros(p)
+    b[rng.choice(p, k, replace=False)] = rng.standard_normal(k)
+    return X, X @ b + 0.3 * rng.standard_normal(n)
+
+
+def layer_problem(seed, d_out=6, d_in=16, n=64, corr=0.0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((d_in, n))
+    if corr:
+        A = A + corr * rng.standard_normal((1, n))  # a shared component correlates the inputs
+    return LayerLoss(rng.standard_normal((d_out, d_in)), A @ A.T / n)
+
+
+def reference_maiht(f, prox, x0, alpha, iters):
+    """Plain transcription of maiht-wen eq. 4 with Alg. 1 line 2 (fixed lam folded into prox
+    and the acceptance function L)."""
+    W_prev, W, Z = x0.copy(), x0.copy(), x0.copy()
+    t_prev, t = 0.0, 1.0
+    out = [W]
+    for _ in range(iters):
+        Y = W + t_prev / t * (Z - W) + (t_prev - 1) / t * (W - W_prev)
+        Z = prox(Y - alpha * f.grad(Y))
+        V = prox(W - alpha * f.grad(W))
+        t_prev, t = t, (np.sqrt(4 * t**2 + 1) + 1) / 2
+        W_prev = W
+        W = Z if f.value(Z) + f.lam0(Z) <= f.value(V) + f.lam0(V) else V
+        out.append(W)
+    return out
+
+
+@pytest.mark.parametrize("form", ["nm", "lam"])
+def test_matches_transcription_of_eq4(form):
+    f = layer_problem(0, corr=1.0)
+    alpha = 0.9 / f.lipschitz()
+    if form == "nm":
+        kw = dict(pattern=NM(2, 4))
+        prox = NM(2, 4).project
+        f.lam0 = lambda W: 0.0
+    else:
+        lam = 0.05
+        kw = dict(lam=lam)
+        thr = np.sqrt(2 * alpha * lam)
+        prox = lambda V: np.where(np.abs(V) > thr, V, 0.0)  # noqa: E731
+        f.lam0 = lambda W: lam * np.count_nonzero(W)
+    ref = reference_maiht(f, prox, f.W_star, alpha, 25)
+    for k in (1, 5, 25):
+        r = maiht(f, step=alpha, max_iter=k, tol=0.0, **kw)
+        np.testing.assert_allclose(r.x, ref[k], rtol=1e-10, atol=1e-12)
+    assert 0 < r.info["n_accepted"] <= 25
+    assert r.info["n_accepted"] == np.nansum(r.history["accepted"])
+
+
+@pytest.mark.parametrize("kw", [dict(pattern=TopK(4)), dict(pattern=NM(2, 4)), dict(lam=0.1)])
+def test_monotone_descent_lemma_3_2(kw):
+    X, y = correlated(3, n=30, p=16)
+    r = maiht(LeastSquares(X, y), max_iter=400, tol=0.0, **kw)
+    F = r.history["objective"]
+    start = 0 if "lam" in kw else 1
+    assert np.all(np.diff(F[start:]) <= 1e-12 * np.abs(F[start:-1]) + 1e-14)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_well_conditioned_finds_exact_best_subset(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((60, 12)) / np.sqrt(60)
+    b = np.zeros(12)
+    b[rng.choice(12, 3, replace=False)] = rng.choice([-1, 1], 3) * rng.uniform(1, 2, 3)
+    y = X @ b + 0.01 * rng.standard_normal(60)
+    val, S = best_subset(X, y, 3)
+    r = maiht(LeastSquares(X, y), pattern=TopK(3), max_iter=3000, tol=1e-10)
+    assert tuple(np.flatnonzero(r.x)) == S
+    assert LeastSquares(X, y).value(r.x) == pytest.approx(val, rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hard_case_limit_is_alpha2_fixed_point(seed):
+    # Thm 3.3 (2): accumulation points of mAIHT are alpha_2-fixed points (Def. 3.1)
+    X, y = correlated(seed)
+    f = LeastSquares(X, y)
+    opt, _ = best_subset(X, y, 4)
+    r = maiht(f, pattern=TopK(4), max_iter=20000, tol=1e-9)
+    a = r.info["step"]
+    np.testing.assert_allclose(TopK(4).project(r.x - a * f.grad(r.x)), r.x, atol=1e-7)
+    assert f.value(r.x) >= opt * (1 - 1e-10)
+    # and the penalised form: Def. 3.1 in the equivalent entrywise conditions
+    lam = 0.2
+    r = maiht(f, lam=lam, max_iter=20000, tol=1e-9)
+    g = f.grad(r.x)
+    on = r.x != 0
+    assert np.all(np.abs(g[on]) <= 1e-6)
+    assert np.all(np.abs(r.x[on]) >= np.sqrt(2 * a * lam) - 1e-9)
+    assert np.all(np.abs(g[~on]) <= np.sqrt(2 * lam / a) + 1e-9)
+
+
+def test_layer_pruning_call_of_the_layer_helper():
+    f = layer_problem(1, d_out=8, d_in=32, n=128, corr=1.5)
+    H = f.H
+    W_star = f.W_star.copy()
+    r = maiht(f, pattern=NM(2, 4), mu=0.1, step=0.95 / np.linalg.norm(H, 2), max_iter=50,
+              refine_steps=30)
+    assert r.x.shape == W_star.shape and r.x.dtype == W_star.dtype
+    assert NM(2, 4).satisfied(r.x)
+    np.testing.assert_array_equal(f.W_star, W_star)
+    assert r.nit == len(r.history["objective"]) - 1 == 80
+    assert r.info["refine_start"] == 50
+    # beats magnitude pruning of W* (Remark 2.2: mAIHT's first point) on the layer loss
+    assert f.value(r.x) < f.value(NM(2, 4).project(W_star))
+    # refinement keeps the support
+    assert np.all(r.history["support"][51:] <= r.history["support"][50])
+
+
+def test_mu_is_the_problem_with_shifted_hessian():
+    # Remark 2.3 for LayerLoss: Tr(D H D') + mu/2 ||D||^2 = Tr(D (H + mu/2 I) D')
+    f = layer_problem(2, corr=1.0)
+    mu = 0.3
+    g = LayerLoss(f.W_star, f.H + mu / 2 * np.eye(f.H.shape[0]))
+    a = maiht(f, pattern=NM(2, 4), mu=mu, max_iter=40, tol=0.0)
+    b = maiht(g, pattern=NM(2, 4), max_iter=40, tol=0.0)
+    assert a.info["step"] == pytest.approx(b.info["step"], rel=1e-9)
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.history["objective"], b.history["objective"], rtol=1e-9)
+    # the loss key reports the caller's f, without the mu term
+    np.testing.assert_allclose(a.history["loss"][-1], f.value(a.x), rtol=1e-12)
+
+
+def test_adaptive_target_and_lambda_rule():
+    f = layer_problem(3, d_out=4, d_in=16)
+    s = 24
+    r = maiht(f, target_nnz=s, max_iter=200, refine_steps=20)
+    assert np.count_nonzero(r.x) == s
+    h = r.history
+    step = 1 / f.lipschitz()
+    lam = np.quantile(np.abs(f.W_star), 0.01) ** 2 / (2 * step)
+    for k in range(1, r.info["refine_start"] + 1):
+        lam *= 1 + (h["support"][k - 1] - s) / f.W_star.size
+        assert h["lam"][k] == pytest.approx(lam, rel=1e-12)
+
+
+def test_faster_than_iht_on_correlated_layer_problem():
+    # Sec. 2.3 / Fig. 1: with the same start, step and pattern, mAIHT reaches IHT's final
+    # objective in fewer iterations, on correlated inputs where both end at the same fixed
+    # point (acceleration is not guaranteed in general; the theory check sweeps seeds)
+    for seed in range(3):
+        f = layer_problem(seed, d_out=4, d_in=16, n=40, corr=1.0)
+        a = iht(f, pattern=NM(2, 4), max_iter=3000, tol=1e-7)
+        b = maiht(f, pattern=NM(2, 4), max_iter=3000, tol=1e-7)
+        assert a.converged and b.converged
+        Fa, Fb = a.history["objective"][1:], b.history["objective"][1:]  # [0] is dense W*
+        assert Fb[-1] == pytest.approx(Fa[-1], rel=1e-9)
+        target = Fa[-1] * (1 + 1e-6)
+        assert np.argmax(Fb <= target) < np.argmax(Fa <= target)
+        assert b.nit < a.nit
+
+
+def test_deterministic_float32_and_quadratic():
+    f = layer_problem(5)
+    f32 = LayerLoss(f.W_star.astype(np.float32), f.H.astype(np.float32))
+    r1 = maiht(f32, pattern=NM(2, 4), max_iter=30)
+    r2 = maiht(f32, pattern=NM(2, 4), max_iter=30)
+    assert r1.x.dtype == np.float32
+    np.testing.assert_array_equal(r1.x, r2.x)
+    # a vector Quadratic with an explicit start
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((10, 10))
+    q = Quadratic(A @ A.T + np.eye(10), rng.standard_normal(10))
+    r = maiht(q, pattern=TopK(3), x0=np.zeros(10), max_iter=500)
+    assert np.count_nonzero(r.x) <= 3
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(pattern=TopK(2), lam=1.0), "not both"),
+        (dict(), "one of pattern"),
+        (dict(pattern=TopK(20)), "k larger than"),
+        (dict(pattern=TopK(2), mu=-0.1), "mu must be"),
+        (dict(pattern=TopK(2), step=0.0), "step must be"),
+        (dict(pattern=TopK(2), x0=np.ones((2, 6))), "x0 must have shape"),
+        (dict(pattern=TopK(2), x0=np.full(12, np.nan)), "x0 contains NaN"),
+        (dict(pattern=TopK(2), refine_steps=1.5), "refine_steps"),
+    ],
+)
+def test_bad_input(kw, match):
+    X, y = correlated(0)
+    with pytest.raises(ValueError, match=match):
+        maiht(LeastSquares(X, y), **kw)
