@@ -158,3 +158,37 @@ def test_sparsegpt_bad_input():
         prune(W, indefinite, method="sparsegpt")
     with pytest.raises(ValueError, match="positive semidefinite"):
         prune(W, indefinite, method="sparsegpt", refine_steps=3)  # GD needs a PSD H
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 3)])
+def test_sweep_kernel_matches_numpy_twin(dtype, n, m):
+    """Numba _sweep_block vs _sweep_block_numpy: random values of both signs, exact zeros
+    and exact ties in the saliency (equal |w| in columns with equal U_jj)."""
+    from sparseopt.layer.sparsegpt import _sweep_block, _sweep_block_numpy
+
+    rng = np.random.default_rng(6)
+    B, d_out = 4 * m, 7
+    _, H, _ = random_layer(rng, 1, B, corr=1.0)
+    U, _, _ = inverse_hessian_factor(H, dtype=dtype)
+    U[:m, :m] = np.diag(np.full(m, U[0, 0]))  # equal diagonal: ties in the first group
+    W1 = rng.standard_normal((B, d_out)).astype(dtype)
+    W1[:m, 0] = dtype(1.5) * np.array([1, -1, 1, -1][:m], dtype=dtype)  # exact ties
+    W1[:m, 1] = 0  # all-zero group in one row
+    W1[m + 1, 2:4] = 0
+    outs = []
+    for kernel in (_sweep_block, _sweep_block_numpy):
+        Wk = W1.copy()
+        keep = np.zeros((B, d_out), dtype=bool)
+        err = np.zeros((B, d_out), dtype=dtype)
+        kernel(Wk, U, n, m, keep, err)
+        outs.append((Wk, keep, err))
+    (Wa, ka, ea), (Wb, kb, eb) = outs
+    np.testing.assert_array_equal(ka, kb)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(Wa, Wb, rtol=tol, atol=tol)
+    np.testing.assert_allclose(ea, eb, rtol=tol, atol=tol)
+    assert Wa.dtype == dtype and ea.dtype == dtype
+    # ties go to the smaller index: row 0 of the tied group keeps its first n columns
+    np.testing.assert_array_equal(ka[:m, 0], np.arange(m) < n)
+    assert np.all(ka[:m].sum(axis=0) == n)
