@@ -1,0 +1,50 @@
+"""maiht-wen theory checks in quick mode, and the helpers they rely on."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from theory_checks.check_maiht_descent import max_relative_increase
+from theory_checks.check_maiht_fixed_point import fixed_point_violation
+
+CHECKS = ["maiht_descent", "maiht_fixed_point", "maiht_rate", "maiht_acceleration",
+          "maiht_magnitude", "maiht_mu"]
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_check_passes_in_quick_mode(name, tmp_path, capsys):
+    import importlib
+
+    module = importlib.import_module(f"theory_checks.check_{name}")
+    assert module.run(str(tmp_path), quick=True) is True
+    out = capsys.readouterr().out
+    assert f"PASS: {name}" in out
+    assert os.path.exists(tmp_path / f"{name}.png")
+
+
+def test_max_relative_increase_detects_an_increase():
+    assert max_relative_increase([3.0, 2.0, 1.0]) < 0
+    assert max_relative_increase([3.0, 2.0, 2.2]) == pytest.approx(0.1)
+
+
+def test_fixed_point_violation_detects_non_fixed_points():
+    from sparseopt.objectives import Quadratic
+
+    # f = 0.5 ||w - b||^2: grad = w - b; with lam, alpha = 1 the fixed points keep |b_i| >= sqrt(2)
+    b = np.array([3.0, 0.5, -2.0])
+    f = Quadratic(np.eye(3), b)
+    lam = 1.0
+    good = np.array([3.0, 0.0, -2.0])
+    assert fixed_point_violation(f, good, lam, 1.0) == 0.0
+    assert fixed_point_violation(f, np.array([3.0, 0.5, -2.0]), lam, 1.0) > 0.1  # |0.5| < sqrt 2
+    assert fixed_point_violation(f, np.array([2.0, 0.0, -2.0]), lam, 1.0) > 0.1  # grad != 0 on S
+    assert fixed_point_violation(f, np.zeros(3), lam, 1.0) > 0.1  # |grad| = 3 > sqrt(2) off S
+    # nesting: good is also an alpha_1-fixed point for alpha_1 < 1 ...
+    assert fixed_point_violation(f, good, lam, 0.3) == 0.0
+    # ... but [3, 0, 0] is only a fixed point for small alpha (|grad_3| = 2 <= sqrt(2/alpha))
+    w = np.array([3.0, 0.0, 0.0])
+    assert fixed_point_violation(f, w, lam, 0.4) == 0.0
+    assert fixed_point_violation(f, w, lam, 1.0) > 0.1
