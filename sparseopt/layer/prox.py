@@ -1,0 +1,199 @@
+"""Proximal-gradient layer pruning with r_{N:M} (prox24-kubler Alg. 2, Sec. 3.6 and 4)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..patterns import NM
+from .loss import gamma_max
+
+__all__ = ["prox_prune", "rescale_wanda", "DEFAULT_LAM0", "DEFAULT_BETA", "DEFAULT_MAX_ITER"]
+
+#: lambda_0 and beta of the paper's schedule lambda_k = lambda_0 beta^k (Sec. 4).
+DEFAULT_LAM0 = 0.01
+DEFAULT_BETA = 1.01
+#: Iteration cap; with the default schedule lambda grows by 1e4 in ~926 iterations.
+DEFAULT_MAX_ITER = 3000
+
+
+def rescale_wanda(W_star, H):
+    """Wanda-style rescaling of prox24-kubler Sec. 4.
+
+    W*_ij -> W*_ij H_jj^{1/2}, H_ij -> H_ij H_ii^{-1/2} H_jj^{-1/2}. Returns
+    (W_tilde, H_tilde, s) with s_j = H_jj^{1/2} (s_j = 1 for dead inputs H_jj = 0, whose
+    row and column of a PSD H are zero). For any W, L(W) = L_tilde(W * s): the loss is
+    invariant and the map back is W = W_tilde / s.
+    """
+    diag = np.diag(H)
+    s = np.sqrt(np.where(diag > 0, diag, 1.0))
+    return W_star * s[None, :].astype(W_star.dtype), H / np.outer(s, s), s
+
+
+def _nm_fraction(W, n, m):
+    g = W.reshape(W.shape[0], -1, m)
+    return float(np.mean(np.count_nonzero(g, axis=-1) <= n))
+
+
+def prox_prune(
+    W,
+    H,
+    pattern,
+    *,
+    lam0=None,
+    beta=DEFAULT_BETA,
+    lam_tilde=None,
+    rescale=True,
+    max_iter=DEFAULT_MAX_ITER,
+    prox_method="alm",
+    prox_tol=None,
+    verbose=False,
+):
+    """Matrix prox pruner: gradient steps on L alternated with the N:M prox, with a growing
+    lambda, until W is N:M sparse (prox24-kubler Alg. 2).
+
+    Parameters
+    ----------
+    W : ndarray, shape (d_out, d_in), float32 or float64
+        Dense weights W* (validated by the caller). Not modified.
+    H : ndarray, shape (d_in, d_in)
+        Symmetric PSD Hessian (float64).
+    pattern : NM
+        N:M pattern, ``n < m`` (``n == m`` returns W* unchanged).
+    lam0 : float, optional
+        lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
+    beta : float, default 1.01
+        Growth factor, ``> 1``.
+    lam_tilde : float, optional
+        Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*|, with W* the weights the
+        prox sees (after rescaling). Give either ``lam0`` or ``lam_tilde``, not both.
+    rescale : bool, default True
+        Wanda-style rescaling of Sec. 4 before pruning, undone at the end
+        (:func:`rescale_wanda`).
+    max_iter : int, default 3000
+        Iteration cap. If W is still not N:M after it, W is projected onto the pattern
+        (``pattern.project``) and ``info["projected"]`` is True.
+    prox_method : {"alm", "pgd", "ipm"}, default "alm"
+        Solver of :func:`sparseopt.prox.prox_nm`.
+    prox_tol : float, optional
+        ``tol`` of ``prox_nm`` (its default when None).
+    verbose : bool, default False
+        Show a tqdm progress bar (lambda, loss, fraction of N:M groups).
+
+    Returns
+    -------
+    W_pruned, mask, history, info
+        ``history`` has one row per iteration k = 1..K: ``lam`` (the lambda_{k-1} used in
+        step k), ``loss`` (L of the k-th iterate, float64; the rescaling leaves L
+        invariant), ``nm_fraction`` (fraction of groups with <= n nonzeros) and ``time``
+        (seconds since the start). ``mask`` keeps n entries in every group: the support of
+        the final W, filled up with zero entries (ties to the smaller index), so that
+        masked gradient steps ("+GD") may use all n slots.
+
+    Notes
+    -----
+    One iteration (Alg. 2, with eta = 1 / (2 gamma_max(H)) the inverse Lipschitz constant):
+
+        W <- W - eta 2 (W H - W* H)          (eq. 4)
+        W <- prox_{lambda_k r_{N:M}}(W)      (per group, prox24-kubler eq. 7 / Alg. 1)
+
+    Lambda convention: as in the paper's Alg. 2 the schedule value lambda_k is handed to
+    the prox as is, i.e. lambda_k already contains the step size. In proximal-gradient
+    notation, w <- prox_{t h}(w - t grad f) with t = eta and h = (lambda_k / eta) r_{N:M}:
+    step k is a PG step on L(W) + (lambda_k / eta) sum_cells r_{N:M}(w). This is what makes
+    the paper's lambda_0 = 0.01, beta = 1.01 usable unchanged (on the rescaled problem,
+    where diag H = 1). Because r_{N:M} is homogeneous of degree n + 1, the prox is
+    covariant under (z, lambda) -> (c z, lambda / c^{n-1}) -- for 2:4, lambda / c (Sec. 4.2)
+    -- which motivates the scale-free lambda_0 of eq. 15.
+
+    Cost per iteration: one d_out x d_in x d_in product (the gradient; the loss of the
+    previous iterate is read off it) and d_out d_in / m group proxes.
+
+    References
+    ----------
+    Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, eq. 4, 5, 15.
+    """
+    from ..prox import prox_nm  # numba kernels: imported on first use
+
+    if not isinstance(pattern, NM):
+        raise ValueError(f"prox supports NM patterns only, got pattern={pattern!r}")
+    n, m = pattern.n, pattern.m
+    if lam0 is not None and lam_tilde is not None:
+        raise ValueError("give either lam0 or lam_tilde (eq. 15), not both")
+    for name, val in (("lam0", lam0), ("lam_tilde", lam_tilde)):
+        if val is not None and not (np.isfinite(val) and val > 0):
+            raise ValueError(f"{name} must be a positive finite number, got {val!r}")
+    if not (np.isfinite(beta) and beta > 1):
+        raise ValueError(f"beta must be a finite number > 1, got {beta!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    dt = W.dtype
+    if n >= m:
+        mask = np.ones(W.shape, dtype=bool)
+        return W.copy(), mask, {}, {"nit": 0, "stop_reason": "n == m: nothing to prune"}
+
+    if rescale:
+        Wt_star, Ht, s = rescale_wanda(W, H)
+    else:
+        Wt_star, Ht, s = W.copy(), H, np.ones(W.shape[1])
+    if lam_tilde is not None:
+        mean_abs = float(np.mean(np.abs(Wt_star)))
+        if mean_abs == 0:
+            raise ValueError("lam_tilde needs mean|W*| > 0 (eq. 15); W* is all zeros")
+        lam0 = lam_tilde / mean_abs
+    elif lam0 is None:
+        lam0 = DEFAULT_LAM0
+    g = gamma_max(Ht)
+    eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
+    Hd = Ht.astype(dt)
+    GS = Wt_star @ Hd  # W* H, fixed
+    two_eta = dt.type(2.0 * eta)
+
+    hist = {"lam": [], "loss": [], "nm_fraction": [], "time": []}
+    t0 = time.perf_counter()
+    Wk = Wt_star.copy()
+    lam = float(lam0)
+    k = 0
+    bar = None
+    if verbose:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_iter, desc="prox", unit="it")
+    done = pattern.satisfied(Wk)
+    while not done and k < max_iter:
+        R = Wk @ Hd - GS  # (W - W*) H
+        if k > 0:  # loss of the previous iterate, free from the gradient product
+            hist["loss"].append(float(np.sum(R.astype(np.float64) * (Wk - Wt_star))))
+        Wk = prox_nm(Wk - two_eta * R, lam, n, m, method=prox_method, tol=prox_tol)
+        hist["lam"].append(lam)
+        frac = _nm_fraction(Wk, n, m)
+        hist["nm_fraction"].append(frac)
+        hist["time"].append(time.perf_counter() - t0)
+        k += 1
+        lam *= beta
+        done = frac == 1.0
+        if bar is not None:
+            bar.update(1)
+            if hist["loss"]:
+                bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}", loss=f"{hist['loss'][-1]:.4g}",
+                                nm=f"{frac:.3f}")
+    if k > 0:
+        D = (Wk - Wt_star).astype(np.float64)
+        hist["loss"].append(float(np.sum((D @ Ht) * D)))
+    if bar is not None:
+        bar.close()
+    projected = not done
+    if projected:
+        Wk = pattern.project(Wk)
+    stop = "W is N:M" if done else "max_iter (projected onto the pattern)"
+    W_out = (Wk / s[None, :].astype(dt)).astype(dt, copy=False)
+    mask = pattern.mask(W_out)
+    W_out = np.where(mask, W_out, np.zeros((), dt))
+    info = {
+        "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
+        "beta": float(beta), "lam_final": hist["lam"][-1] if k else float(lam0),
+        "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
+    }
+    history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
+    return W_out, mask, history, info

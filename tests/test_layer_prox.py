@@ -1,0 +1,160 @@
+"""prox24-kubler Alg. 2 at layer level: toy optimum, brute force, schedule, rescaling, cap."""
+
+import numpy as np
+import pytest
+
+from sparseopt import NM, TopK, prune
+from sparseopt.layer import layer_loss
+from sparseopt.layer.prox import rescale_wanda
+
+from test_layer_core import (
+    TOY_H,
+    TOY_OPT,
+    TOY_W,
+    assert_valid_result,
+    brute_force_layer,
+    random_layer,
+)
+
+
+def test_prox_toy_problem_sec41_reaches_optimum():
+    """Sec. 4.1: prox finds the optimal mask (0,5,0,4,0,5,5,0) that Wanda and SparseGPT miss;
+    masked gradient steps then reach the optimal weights."""
+    res = prune(TOY_W, TOY_H, method="prox")
+    np.testing.assert_array_equal(res.mask, TOY_OPT != 0)
+    assert res.info["stop_reason"] == "W is N:M" and not res.info["projected"]
+    refined = prune(TOY_W, TOY_H, method="prox", refine_steps=1000)
+    np.testing.assert_allclose(refined.W, TOY_OPT, atol=1e-8)
+    best, _ = brute_force_layer(TOY_W, TOY_H)
+    assert refined.loss == pytest.approx(best, rel=1e-10)
+
+
+def test_prox_against_bruteforce():
+    """Valid, never below the brute-force optimum, and (seeded, 8 single-row layers with
+    strong correlations) optimal more often than Wanda+GD: prox24-kubler Sec. 4.1 / Fig. 2."""
+    rng = np.random.default_rng(0)
+    wins = {"prox": 0, "wanda": 0}
+    for _ in range(8):
+        W_star, H, _ = random_layer(rng, 1, 8, corr=1.5)
+        best, _ = brute_force_layer(W_star, H)
+        for method in wins:
+            res = prune(W_star, H, method=method, refine_steps=1500)
+            assert_valid_result(res, W_star, H, NM(2, 4))
+            assert best <= res.loss + 1e-10
+            wins[method] += res.loss <= best * (1 + 1e-6)
+    assert wins["prox"] >= 3 and wins["prox"] > wins["wanda"], wins
+
+
+def test_prox_history_schedule_and_invariant_loss():
+    rng = np.random.default_rng(1)
+    W_star, H, _ = random_layer(rng, 3, 16, corr=1.0)
+    res = prune(W_star, H, method="prox", lam0=0.02, beta=1.05)
+    h = res.history
+    K = res.info["nit"]
+    assert K > 0 and all(h[k].shape == (K,) for k in ("lam", "loss", "nm_fraction", "time"))
+    np.testing.assert_allclose(h["lam"], 0.02 * 1.05 ** np.arange(K), rtol=1e-12)
+    assert h["nm_fraction"][-1] == 1.0 and np.all(h["nm_fraction"][:-1] < 1.0)
+    assert np.all(np.diff(h["time"]) >= 0)
+    # the rescaling leaves L invariant: the last recorded loss (rescaled space) is the
+    # loss of the returned, unscaled W
+    assert h["loss"][-1] == pytest.approx(res.loss, rel=1e-9)
+    assert res.info["lam_final"] == pytest.approx(h["lam"][-1])
+
+
+def test_prox_history_loss_is_loss_of_iterates():
+    """Re-run with max_iter = k and compare the recorded loss of iterate k (no rescaling, so
+    the projected k-th iterate's unprojected loss is the k-th history entry)."""
+    rng = np.random.default_rng(2)
+    W_star, H, _ = random_layer(rng, 2, 8, corr=1.0)
+    full = prune(W_star, H, method="prox", rescale=False)
+    for k in (1, 3):
+        short = prune(W_star, H, method="prox", rescale=False, max_iter=k)
+        assert short.info["nit"] == k
+        np.testing.assert_allclose(short.history["loss"], full.history["loss"][:k], rtol=1e-10)
+
+
+def test_prox_max_iter_cap_projects():
+    rng = np.random.default_rng(3)
+    W_star, H, _ = random_layer(rng, 3, 16)
+    res = prune(W_star, H, method="prox", max_iter=2)
+    assert res.info["projected"] and res.info["nit"] == 2
+    assert res.info["stop_reason"].startswith("max_iter")
+    assert_valid_result(res, W_star, H, NM(2, 4))
+    zero = prune(W_star, H, method="prox", max_iter=0)  # plain projection of rescaled W*
+    np.testing.assert_array_equal(zero.mask, prune(W_star, H, method="wanda").mask)
+
+
+def test_prox_lam_tilde_eq15():
+    rng = np.random.default_rng(4)
+    W_star, H, _ = random_layer(rng, 2, 8)
+    Wt, _, _ = rescale_wanda(W_star, H)
+    res = prune(W_star, H, method="prox", lam_tilde=0.005)
+    assert res.info["lam0"] == pytest.approx(0.005 / np.mean(np.abs(Wt)))
+    assert res.history["lam"][0] == pytest.approx(res.info["lam0"])
+    res2 = prune(W_star, H, method="prox", lam_tilde=0.005, rescale=False)
+    assert res2.info["lam0"] == pytest.approx(0.005 / np.mean(np.abs(W_star)))
+
+
+def test_prox_scale_covariance():
+    """For 2:4, prox(c z, lam / c) = c prox(z, lam) (Sec. 4.2) and the gradient step is
+    linear, so prox pruning of c W* with lam0 / c returns c times the result for W*."""
+    rng = np.random.default_rng(5)
+    W_star, H, _ = random_layer(rng, 2, 16, corr=1.0)
+    a = prune(W_star, H, method="prox", lam0=0.01)
+    b = prune(4.0 * W_star, H, method="prox", lam0=0.0025)
+    np.testing.assert_array_equal(a.mask, b.mask)
+    np.testing.assert_allclose(b.W, 4.0 * a.W, rtol=1e-7, atol=1e-9)
+    assert a.info["nit"] == b.info["nit"]
+
+
+def test_prox_rescaling_makes_input_scaling_irrelevant():
+    """Scaling input j by a_j (H -> D H D, W* -> W* D^{-1}) describes the same layer. With the
+    Wanda rescaling on, the pruned weights transform the same way."""
+    rng = np.random.default_rng(6)
+    W_star, H, _ = random_layer(rng, 2, 16, corr=1.0)
+    a = rng.uniform(0.3, 3.0, 16)
+    r1 = prune(W_star, H, method="prox")
+    r2 = prune(W_star / a, H * np.outer(a, a), method="prox")
+    np.testing.assert_array_equal(r1.mask, r2.mask)
+    np.testing.assert_allclose(r2.W, r1.W / a, rtol=1e-6, atol=1e-9)
+    assert r2.loss == pytest.approx(r1.loss, rel=1e-6)
+
+
+def test_prox_float32_and_other_patterns():
+    rng = np.random.default_rng(7)
+    W_star, H, _ = random_layer(rng, 3, 24, dtype=np.float32, corr=1.0)
+    res = prune(W_star, H, method="prox", refine_steps=20)
+    assert res.W.dtype == np.float32
+    assert_valid_result(res, W_star, H, NM(2, 4))
+    for pat in (NM(1, 4), NM(2, 3), NM(3, 8)):
+        r = prune(W_star.astype(np.float64), H, method="prox", pattern=pat)
+        assert_valid_result(r, W_star.astype(np.float64), H, pat)
+        assert r.info["stop_reason"] == "W is N:M"
+    same = prune(W_star, H, method="prox", pattern=NM(4, 4))
+    np.testing.assert_array_equal(same.W, W_star)
+
+
+def test_prox_verbose_progress(capsys):
+    rng = np.random.default_rng(8)
+    W_star, H, _ = random_layer(rng, 1, 8)
+    prune(W_star, H, method="prox", verbose=True)
+    assert "prox" in capsys.readouterr().err
+
+
+def test_prox_bad_options():
+    W = np.ones((1, 8))
+    H = np.eye(8)
+    with pytest.raises(ValueError, match="lam0 or lam_tilde"):
+        prune(W, H, method="prox", lam0=0.1, lam_tilde=0.1)
+    with pytest.raises(ValueError, match="beta"):
+        prune(W, H, method="prox", beta=1.0)
+    with pytest.raises(ValueError, match="lam0"):
+        prune(W, H, method="prox", lam0=-1.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        prune(W, H, method="prox", max_iter=-1)
+    with pytest.raises(ValueError, match="method"):
+        prune(W + np.arange(8), H, method="prox", prox_method="newton")
+    with pytest.raises(ValueError, match="NM"):
+        prune(W, H, method="prox", pattern=TopK(2))
+    with pytest.raises(TypeError, match="lam"):
+        prune(W, H, method="prox", lam=0.1)
