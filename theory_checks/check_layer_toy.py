@@ -181,7 +181,7 @@ def run(out_dir, quick=False):
     ax1.axvline(3.5, color="k", lw=0.8, ls=":")
     ax1.set_xticks(x, [f"w{j + 1}" for j in range(8)])
     ax1.set_title("weights (dotted line: 2:4 cell boundary)")
-    ax1.legend(fontsize=8)
+    ax1.legend(fontsize=8, loc="upper left")
     savefig(fig, out_dir, "layer_toy.png")
 
     failed = [k for k, ok in checks.items() if not ok]
