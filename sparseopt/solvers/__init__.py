@@ -3,5 +3,7 @@
 from .result import History, SolverResult
 from .iht import iht
 from .maiht import maiht
+from .iobs import SampledGradient, iobs, iobs_step, sampled_gradient, stochastic_iobs, topk_iobs
 
 __all__ = ["History", "SolverResult", "iht", "maiht"]
+__all__ += ["topk_iobs", "iobs", "iobs_step", "stochastic_iobs", "SampledGradient", "sampled_gradient"]
