@@ -9,11 +9,18 @@ For sorted ``z_1 >= z_2 >= z_3 >= z_4 > 0`` the optimum of eq. (9) is
 Instances: ``lam = 1`` and ``z = c z0`` with ``z0`` = sorted ``|N(0, 1)|^4`` (a fifth of them
 nearly tied, ``z0 = 1 + 0.01 |N(0, 1)|``), the scale ``c`` chosen so that
 ``lam / threshold(z) = s`` with ``s`` log-uniform in ``[0.05, 20]``, the threshold alternating
-between the two formulas, so that many instances fall on either side of each. Optimum from EnumALM (``prox_nm(method="alm")``, exact zeros);
-on a random subsample it is confirmed by EnumIPM (objective within 1e-10, same support).
-The sharp 3-sparse condition ``lam e_2(w*_{1:3}) >= z_4`` is also checked at every 3-sparse
-optimum (to 1e-9: it is a KKT condition of the computed optimum).
+between the two formulas, so that many instances fall on either side of each.
+
+Optimum: EnumALM (``prox_nm(method="alm")``, exact zeros) on every instance; on a random
+subsample also EnumIPM, and there the better of the two is taken as the optimum (IPM's
+zeros are exact too: its sparse candidates are fixed to zero). Violations are counted on
+both sets. Note that ALM can only *hide* a 3-sparse violation (its 2-sparse candidate is
+exact), which is why the IPM subsample matters; how often ALM is beaten by IPM there is
+printed (solver accuracy itself is the claim of ``check_table1``). At every confirmed
+3-sparse optimum (support = top 3) the sharp condition ``lam e_2(w*_{1:3}) >= z_4`` is
+checked to -1e-9 (a KKT condition of the optimum).
 """
+
 
 from __future__ import annotations
 
@@ -43,48 +50,65 @@ def _instances(count, rng):
     return z0 * c[:, None], 1.0
 
 
+def _support(w):
+    """Support size, with 3 only for the top-3 support (w_4 = 0 < w_3)."""
+    nnz = np.count_nonzero(w > 0, axis=1)
+    return np.where((nnz == 3) & (w[:, 3] > 0), -1, nnz)  # -1: a 3-support that is not the top 3
+
+
+def _violations(w, z, lam):
+    lam3, lam2 = lemma10_thresholds(z)
+    supp = _support(w)
+    viol2 = (lam < lam2) & (supp <= 2)
+    viol3 = (lam < lam3) & (supp == 3)
+    three = supp == 3
+    e2 = w[:, 0] * w[:, 1] + w[:, 1] * w[:, 2] + w[:, 0] * w[:, 2]
+    sharp = three & (lam * e2 - z[:, 3] < -1e-9 * np.maximum(1.0, z[:, 3]))
+    return supp, viol2, viol3, sharp
+
+
 def run(out_dir, quick=False):
     from sparseopt.prox import prox_nm
 
     header(NAME, "prox24-kubler Lemma 10: no 2-sparse optimum for lam < z3/(z1 z2), "
                  "no 3-sparse optimum for lam < z4/(z1 z2 + z2 z3 + z1 z3)")
     rng = np.random.default_rng(10)
-    count = 20000 if quick else 400000
+    count, n_sub = (20000, 1000) if quick else (400000, 20000)
     z, lam = _instances(count, rng)
     lam3, lam2 = lemma10_thresholds(z)
     w = prox_nm(z, lam, method="alm")
-    nnz = np.count_nonzero(w > 0, axis=1)
+    supp, viol2, viol3, sharp = _violations(w, z, lam)
 
-    sub = rng.choice(count, size=min(count, 2000 if quick else 20000), replace=False)
+    sub = np.sort(rng.choice(count, size=min(count, n_sub), replace=False))
+    print(f"  [EnumIPM on {sub.size} instances] ...", flush=True)
     w_ipm = prox_nm(z[sub], lam, method="ipm")
     f_alm = prox_objective(w[sub], z[sub], lam)[:, 0]
     f_ipm = prox_objective(w_ipm, z[sub], lam)[:, 0]
-    ipm_gap = float(np.max(np.abs(f_alm - f_ipm) / np.maximum(1.0, np.abs(f_alm))))
-    ipm_nnz = np.count_nonzero(w_ipm > 1e-9, axis=1)
-    support_mismatch = int(np.count_nonzero(ipm_nnz != nnz[sub]))
+    rel = (f_alm - f_ipm) / np.maximum(1.0, np.abs(f_ipm))
+    w_best = np.where((f_ipm < f_alm)[:, None], w_ipm, w[sub])
+    supp_b, viol2_b, viol3_b, sharp_b = _violations(w_best, z[sub], lam)
 
-    below2 = lam < lam2
-    below3 = lam < lam3
-    viol2 = below2 & (nnz <= 2)
-    viol3 = below3 & (nnz == 3)
-    e2 = w[:, 0] * w[:, 1] + w[:, 1] * w[:, 2] + w[:, 0] * w[:, 2]
-    three = nnz == 3
-    sharp_slack = lam * e2[three] - z[three, 3]
-    sharp_viol = int(np.count_nonzero(sharp_slack < -1e-9))
-
-    figure("instances", count)
-    figure("optimum support sizes (2/3/4)", [int(np.sum(nnz == k)) for k in (2, 3, 4)])
-    figure("instances with lam < z3/(z1 z2)", int(below2.sum()))
-    figure("  ... of which 2-sparse optimum (violations)", int(viol2.sum()))
-    figure("instances with lam < z4/(z1z2+z2z3+z1z3)", int(below3.sum()))
-    figure("  ... of which 3-sparse optimum (violations)", int(viol3.sum()))
-    figure("smallest lam / (z3/(z1 z2)) among 2-sparse optima", float(np.min((lam / lam2)[nnz <= 2])))
-    figure("smallest lam / (z4/e2(z_1:3)) among 3-sparse optima", float(np.min((lam / lam3)[three])))
-    figure("3-sparse optima violating lam e2(w*_1:3) >= z4 (-1e-9)", sharp_viol)
-    figure("IPM subsample", f"{len(sub)} instances, max |f_ALM - f_IPM| / max(1, |f|) = {ipm_gap:.2e}, "
-                            f"support mismatches = {support_mismatch}")
+    figure("instances", f"{count} (ALM), of which {sub.size} also solved by IPM")
+    figure("ALM optimum support sizes (2 / 3 top / 4 / other)",
+           [int(np.sum(supp == k)) for k in (2, 3, 4)] + [int(np.sum(supp == -1))])
+    figure("instances with lam < z3/(z1 z2)", f"{int((lam < lam2).sum())} "
+                                              f"({int((lam < lam2[sub]).sum())} in the IPM subsample)")
+    figure("  ... 2-sparse optimum there (violations: ALM / best of ALM, IPM)",
+           f"{int(viol2.sum())} / {int(viol2_b.sum())}")
+    figure("instances with lam < z4/(z1z2+z2z3+z1z3)", f"{int((lam < lam3).sum())} "
+                                                      f"({int((lam < lam3[sub]).sum())} in the IPM subsample)")
+    figure("  ... 3-sparse optimum there (violations: ALM / best of ALM, IPM)",
+           f"{int(viol3.sum())} / {int(viol3_b.sum())}")
+    figure("smallest lam / (z3/(z1 z2)) among 2-sparse optima", float(np.min((lam / lam2)[(supp <= 2) & (supp >= 0)])))
+    figure("smallest lam / (z4/e2(z_1:3)) among 3-sparse optima", float(np.min((lam / lam3)[supp == 3])))
+    figure("confirmed 3-sparse optima violating lam e2(w*_1:3) >= z4", int(sharp_b.sum()))
+    figure("ALM vs IPM on the subsample", f"IPM better by > 1e-10 (rel.) on {int(np.sum(rel > 1e-10))}, "
+                                          f"ALM better by > 1e-10 on {int(np.sum(rel < -1e-10))}, "
+                                          f"largest ALM excess {rel.max():.2e}")
     for i in np.flatnonzero(viol2 | viol3)[:5]:
-        figure("counterexample", f"z={z[i].tolist()} lam={lam!r} w={w[i].tolist()}")
+        figure("counterexample (ALM)", f"z={z[i].tolist()} lam={lam!r} w={w[i].tolist()}")
+    for k in np.flatnonzero(viol2_b | viol3_b | sharp_b)[:5]:
+        figure("counterexample (best)", f"z={z[sub[k]].tolist()} lam={lam!r} w={w_best[k].tolist()}")
 
     import matplotlib.pyplot as plt
 
@@ -95,7 +119,7 @@ def run(out_dir, quick=False):
     ):
         bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()), 60)
         for k, c in ((2, "C3"), (3, "C1"), (4, "C0")):
-            ax.hist(ratio[nnz == k], bins=bins, histtype="step", color=c, label=f"{k}-sparse optimum")
+            ax.hist(ratio[supp == k], bins=bins, histtype="step", color=c, label=("dense" if k == 4 else f"{k}-sparse") + " optimum (ALM)")
         ax.axvline(1.0, color="k", ls="--", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -105,6 +129,6 @@ def run(out_dir, quick=False):
     axes[1].set_title("Lemma 10.2: no 3-sparse optimum left of the line", fontsize=9)
     savefig(fig, out_dir, "lemma10.png")
 
-    ok = (viol2.sum() == 0 and viol3.sum() == 0 and sharp_viol == 0 and ipm_gap <= 1e-10
-          and support_mismatch == 0 and below2.sum() > 0 and below3.sum() > 0)
-    return verdict(NAME, ok, f"{int(viol2.sum())} + {int(viol3.sum())} violations in {count} instances")
+    n_viol = int(viol2.sum() + viol3.sum() + viol2_b.sum() + viol3_b.sum() + sharp_b.sum())
+    ok = n_viol == 0 and (lam < lam2[sub]).sum() > 0 and (lam < lam3[sub]).sum() > 0
+    return verdict(NAME, ok, f"{n_viol} violations in {count} instances")
