@@ -1,0 +1,198 @@
+"""The N:M proximal family: ``prox_nm`` (EnumALM, EnumPGD, EnumIPM) and ``certify``.
+
+``prox_nm(y, lam, n, m)`` solves, for every group w of ``m`` consecutive entries along the
+last axis,
+
+    argmin_w 0.5 ||w - y||^2 + lam r_{N:M}(w)        (prox24-kubler eq. 6, 7)
+
+See ``docs/prox.md`` for the math, the design of the Numba kernel and how correctness is
+tested. The sorted-domain kernels live in ``alm`` (this package's default), ``pgd`` and
+``ipm``; ``reference.prox_bruteforce`` is an independent multi-start solver and
+``certify`` an SDP lower bound.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from ..patterns import check_finite
+from .alm import DEFAULT_MAX_ITER, _run_groups, default_tol
+from .closed_form import prox_r0m, prox_r1m
+
+__all__ = ["prox_nm", "certify", "METHODS"]
+
+#: Methods of ``prox_nm`` and the (n, m) they accept for n >= 2 (None: any).
+METHODS = {"alm": None, "pgd": ((2, 4), (2, 3)), "ipm": ((2, 4), (2, 3))}
+
+
+def _check_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _validate(y, lam, n, m, method, tol, max_iter):
+    y = np.asarray(y)
+    if y.dtype not in (np.float32, np.float64):
+        raise ValueError(f"y must have dtype float32 or float64, got {y.dtype}")
+    if y.ndim == 0:
+        raise ValueError("y must have at least one axis")
+    m = _check_int(m, "m")
+    n = _check_int(n, "n")
+    if m < 1:
+        raise ValueError(f"m must be a positive integer, got {m}")
+    if not 0 <= n < m:
+        raise ValueError(f"n must satisfy 0 <= n < m={m}, got n={n}")
+    if y.shape[-1] % m != 0:
+        raise ValueError(f"last axis of y has length {y.shape[-1]}, not divisible by m={m}")
+    check_finite(y, "y")
+    if isinstance(lam, bool) or not isinstance(lam, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"lam must be a real scalar, got {lam!r}")
+    lam = float(lam)
+    if not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be finite and non-negative, got {lam!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    if tol is not None:
+        if isinstance(tol, bool) or not isinstance(tol, (numbers.Real, np.floating)):
+            raise ValueError(f"tol must be a positive real number, got {tol!r}")
+        tol = float(tol)
+        if not (np.isfinite(tol) and tol > 0):
+            raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    if max_iter is not None:
+        max_iter = _check_int(max_iter, "max_iter")
+        if max_iter < 1:
+            raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+    return y, lam, n, m, tol, max_iter
+
+
+def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
+    """Prox of ``lam * r_{N:M}`` on every group of ``m`` entries along the last axis.
+
+    Parameters
+    ----------
+    y : ndarray, float32 or float64
+        Input of any shape whose last axis is a multiple of ``m``. Not modified.
+    lam : float
+        Regularization weight, finite and >= 0.
+    n, m : int
+        The pattern N:M, ``0 <= n < m``.
+    method : {"alm", "pgd", "ipm"}, keyword-only
+        ``"alm"``: EnumALM (proxsparse-liu Alg. 3, generalized to any N:M), a Numba kernel.
+        ``"pgd"``: EnumPGD (prox24-kubler Sec. 3.5), 2:4 and 2:3 only.
+        ``"ipm"``: EnumIPM (prox24-kubler Alg. 1 with barrier solves), 2:4 and 2:3 only.
+        For n = 0 and n = 1 every method uses the exact closed form.
+    tol : float, optional, keyword-only
+        Stopping tolerance of the candidate solver. For ``"alm"`` it is relative: a
+        candidate's ALM stops when a full sweep moves no coordinate by more than
+        ``tol * max|y_group|``. Default 1e-12 for float64 input, 1e-8 for float32 (the
+        kernel computes in float64 either way). ``"pgd"``/``"ipm"``: passed on to their
+        kernels (their own defaults when None).
+    max_iter : int, optional, keyword-only
+        Sweeps per candidate for ``"alm"`` (default 10000), passed on for ``"pgd"``.
+        A ``RuntimeWarning`` reports groups that reached it.
+
+    Returns
+    -------
+    ndarray
+        Same shape and dtype as ``y``.
+
+    Raises
+    ------
+    ValueError
+        NaN/Inf in ``y``, non-float ``y``, ``lam`` negative or not finite, last axis not
+        divisible by ``m``, ``n`` outside ``[0, m)``, ``tol <= 0``, unknown ``method`` or a
+        pattern the method does not support.
+
+    Notes
+    -----
+    Lemma 3 of prox24-kubler (Theorem 4 of proxsparse-liu) reduces every group to
+    z = sort(|y|) descending; some optimal w is sorted like z, so its support is the top-s
+    entries. For n = 0, r_{0:M} is the l1 norm and the prox is soft-thresholding. For n = 1,
+    r_{1:M} is quadratic and the prox has a closed form (``closed_form.prox_r1m``). For
+    n >= 2 the candidate of every support size s = n..m is computed (s = n: w = z_{1:n}
+    exactly; s > n: ALM, PGD or IPM on the top-s coordinates) and the one with the least
+    objective 0.5 ||w - z||^2 + lam r_{N:M}(w) is returned with order and signs restored.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparseopt.prox import prox_nm
+    >>> prox_nm(np.array([3.0, -0.1, 2.0, 0.2]), 5.0)
+    array([3., 0., 2., 0.])
+    """
+    y, lam, n, m, tol, max_iter = _validate(y, lam, n, m, method, tol, max_iter)
+    if y.size == 0:
+        return y.copy()
+    if n == 0:
+        return prox_r0m(y, lam)
+    if n == 1:
+        return prox_r1m(y, lam, m)
+    if method == "alm":
+        tol = default_tol(y.dtype) if tol is None else tol
+        max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
+        g = np.ascontiguousarray(y.reshape(-1, m))
+        w, _, maxed = _run_groups(g, lam, n, tol, max_iter)
+        if np.any(maxed):
+            warnings.warn(
+                f"prox_nm: ALM reached max_iter={max_iter} in {int(maxed.sum())} of "
+                f"{maxed.size} groups; their candidates are not converged to tol={tol:g}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return w.reshape(y.shape)
+    if (n, m) not in METHODS[method]:
+        raise ValueError(
+            f"method={method!r} supports (n, m) in {METHODS[method]} (n >= 2), got ({n}, {m}); "
+            "use method='alm' for general N:M"
+        )
+    return _sorted_domain(y, lam, n, m, method, tol, max_iter)
+
+
+def _sorted_domain(y, lam, n, m, method, tol, max_iter):
+    """Lemma 3 in NumPy around a sorted-domain kernel (EnumPGD / EnumIPM)."""
+    g = y.reshape(-1, m)
+    a = np.abs(g)
+    order = np.argsort(-a, axis=1, kind="stable")
+    z = np.take_along_axis(a, order, axis=1)
+    kwargs = {}
+    if method == "pgd":
+        from .pgd import enum_pgd_sorted
+
+        if tol is not None:
+            kwargs["tol"] = tol
+        if max_iter is not None:
+            kwargs["max_iter"] = max_iter
+        ws = enum_pgd_sorted(z, lam, n, **kwargs)
+    else:
+        from .ipm import enum_ipm_sorted
+
+        if max_iter is not None:
+            raise ValueError("max_iter is not used by method='ipm'; leave it None")
+        if tol is not None:
+            kwargs["tol"] = tol
+        ws = enum_ipm_sorted(z, lam, n, **kwargs)
+    ws = np.asarray(ws, dtype=np.float64)
+    w = np.empty_like(ws)
+    np.put_along_axis(w, order, ws, axis=1)
+    w = np.where(g < 0, 0.0 - w, w)  # 0.0 - 0.0 is +0.0: no negative zeros
+    return w.reshape(y.shape).astype(y.dtype)
+
+
+def _certify_lazy(y, lam, w, n=2, m=4, *, tol=1e-6):
+    """SDP lower-bound certificate of a prox solution (``sparseopt.prox.certify.certify``).
+
+    Imported on first use so that ``import sparseopt.prox`` does not import CVXPY.
+    """
+    import importlib
+
+    impl = importlib.import_module(__name__ + ".certify").certify
+    # importing the submodule rebinds the package attribute ``certify``; restore the function
+    globals()["certify"] = _certify_lazy
+    return impl(y, lam, w, n, m, tol=tol)
+
+
+certify = _certify_lazy

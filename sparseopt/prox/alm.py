@@ -1,0 +1,538 @@
+"""EnumALM: the N:M prox by enumeration of supports and alternating minimization.
+
+For one group y in R^M the prox of lam * r_{N:M} (prox24-kubler eq. 6-7) is computed as
+
+1. Lemma 3 (prox24-kubler; Theorem 4 of proxsparse-liu): drop the signs and sort,
+   z = sort(|y|) descending. Some optimal w is non-negative and sorted like z, so its
+   support is the top-s entries of z for some s.
+2. Candidates by support size (Lemma 4 / Alg. 1 of prox24-kubler, Alg. 3 of
+   proxsparse-liu, generalized from 2:4 to N:M): for s = N the regularizer vanishes and
+   w = (z_1..z_N, 0, ...) exactly; for every s = N+1..M the candidate is the limit of ALM
+   (proxsparse-liu Alg. 2) on the top-s coordinates, i.e. cyclic exact coordinate
+   minimization, whose one-dimensional solution is soft-thresholding (Fact 5)
+   ``w_i <- max(z_i - lam * e_N(w_{S minus i}), 0)``.
+3. The candidate of smallest objective wins (ties go to the sparser candidate); order and
+   signs are restored.
+
+Two shortcuts make it fast; both are exact (they never change which point is returned
+except through rounding):
+
+* **KKT pruning.** A candidate of support S = top-s can only be the optimum if the
+  restricted problem has an interior KKT point w > 0 on S. Every such point satisfies
+  w_i = z_i - lam e_N(w_{S minus i}) <= z_i (Lemma 4), hence
+  w_j >= l_j := max(z_j - lam e_N(z_{S minus j}), 0), and therefore
+  w_s <= z_s - lam e_N(l_1..l_{s-1}). If that bound is <= 0 the candidate cannot be
+  interior and is skipped (the generalization of the necessary conditions of
+  prox24-kubler Lemma 10).
+* **Newton acceleration.** After each sweep, if the current iterate is strictly positive
+  and the Hessian of the restricted objective (the Jacobian of the stationarity system
+  w_i - z_i + lam e_N(w_{S minus i}) = 0) is positive definite (a Cholesky factorization
+  succeeds), one Newton step is tried; it is accepted only if it stays strictly positive
+  and does not increase the objective. Sweeps continue afterwards and the stopping rule is
+  always the sweep rule of Alg. 2, so Newton only changes how fast the same stationary
+  point is reached.
+
+The footnote-3 shortcut of prox24-kubler (stop when the dense candidate is a local minimum)
+is not used: Corollary 6 states the converse (if the optimum is dense then every local
+minimum is global), and we found no proof of the footnote's direction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = [
+    "enum_alm_sorted",
+    "enum_alm_numpy",
+    "alm_trace",
+    "default_tol",
+    "DEFAULT_MAX_ITER",
+]
+
+#: Sweeps per candidate before ALM gives up (a warning is raised by ``prox_nm``).
+DEFAULT_MAX_ITER = 10_000
+
+# Newton is tried once a sweep moves no coordinate by more than this times max z.
+_NEWTON_START = 0.05
+
+# Newton steps in a row between two sweeps (quadratic convergence needs ~5).
+_MAX_NEWTON = 12
+
+# Newton is accepted when the objective does not increase by more than rounding.
+_OBJ_SLACK = 8.0 * np.finfo(np.float64).eps
+
+
+def default_tol(dtype) -> float:
+    """Default relative sweep tolerance: 1e-12 for float64 input, 1e-8 for float32.
+
+    The kernel computes in float64 either way; 1e-8 is already below the resolution of
+    float32 (eps = 1.2e-7), so a tighter tolerance cannot change a float32 result.
+    """
+    return 1e-8 if np.dtype(dtype) == np.float32 else 1e-12
+
+
+# --------------------------------------------------------------------------------------
+# Numba kernels (float64 arithmetic inside; inputs float32 or float64)
+#
+# The helpers are inlined at the Numba IR level: a non-inlined call that passes arrays pays
+# reference-count updates on every call, which cost more than the arithmetic here.
+# --------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _esym_skip(w, s, skip_a, skip_b, k, e):
+    """e_k of w[0:s] leaving out indices skip_a and skip_b (-1: none); e is scratch.
+
+    Same recursion as ``regularizers.elementary_symmetric``; k <= 3 (every 2:M and 3:M
+    call) runs on scalars.
+    """
+    if k < 0:
+        return 0.0
+    if k == 0:
+        return 1.0
+    if k <= 3:
+        e1 = 0.0
+        e2 = 0.0
+        e3 = 0.0
+        for i in range(s):
+            if i == skip_a or i == skip_b:
+                continue
+            x = w[i]
+            e3 += x * e2
+            e2 += x * e1
+            e1 += x
+        if k == 1:
+            return e1
+        if k == 2:
+            return e2
+        return e3
+    for j in range(k + 1):
+        e[j] = 0.0
+    e[0] = 1.0
+    cnt = 0
+    for i in range(s):
+        if i == skip_a or i == skip_b:
+            continue
+        wi = w[i]
+        cnt += 1
+        top = k if cnt > k else cnt
+        for j in range(top, 0, -1):
+            e[j] += wi * e[j - 1]
+    return e[k]
+
+
+@njit(cache=True, inline="always")
+def _restricted_value(w, z, s, lam, n, e):
+    """0.5 ||w_S - z_S||^2 + lam e_{N+1}(w_S) on S = [0, s) (the tail is added by callers)."""
+    q = 0.0
+    for i in range(s):
+        d = w[i] - z[i]
+        q += d * d
+    return 0.5 * q + lam * _esym_skip(w, s, -1, -1, n + 1, e)
+
+
+@njit(cache=True, inline="always")
+def _newton_try(z, w, s, lam, n, wn, J, F, e, act):
+    """One safeguarded Newton step on the stationarity system of the current face.
+
+    The face is P = {i < s : w_i > 0}; the system is w_i - z_i + lam e_N(w_{S minus i}) = 0
+    for i in P (the other coordinates stay 0). Updates w and returns the step's max-norm
+    only if the Hessian on P is positive definite, the step keeps w_P > 0 and the
+    objective does not increase; otherwise returns -1 and leaves w unchanged.
+    """
+    p = 0
+    for i in range(s):
+        if w[i] > 0.0:
+            act[p] = i
+            p += 1
+    if p == 0:
+        return -1.0
+    for a in range(p):
+        i = act[a]
+        F[a] = w[i] - z[i] + lam * _esym_skip(w, s, i, -1, n, e)
+        J[a, a] = 1.0
+        for b in range(a):
+            J[a, b] = lam * _esym_skip(w, s, i, act[b], n - 1, e)
+    # Cholesky J = L L^T in the lower triangle; failure means not positive definite.
+    for j in range(p):
+        d = J[j, j]
+        for k in range(j):
+            d -= J[j, k] * J[j, k]
+        if d <= 0.0:
+            return -1.0
+        d = np.sqrt(d)
+        J[j, j] = d
+        for i in range(j + 1, p):
+            v = J[i, j]
+            for k in range(j):
+                v -= J[i, k] * J[j, k]
+            J[i, j] = v / d
+    # Solve L L^T x = -F; x is built in F.
+    for i in range(p):
+        v = -F[i]
+        for k in range(i):
+            v -= J[i, k] * F[k]
+        F[i] = v / J[i, i]
+    for i in range(p - 1, -1, -1):
+        v = F[i]
+        for k in range(i + 1, p):
+            v -= J[k, i] * F[k]
+        F[i] = v / J[i, i]
+    for i in range(s):
+        wn[i] = w[i]
+    step = 0.0
+    for a in range(p):
+        v = w[act[a]] + F[a]
+        if not v > 0.0:
+            return -1.0
+        wn[act[a]] = v
+        if abs(F[a]) > step:
+            step = abs(F[a])
+    f_old = _restricted_value(w, z, s, lam, n, e)
+    f_new = _restricted_value(wn, z, s, lam, n, e)
+    if f_new > f_old + _OBJ_SLACK * abs(f_old):
+        return -1.0
+    for i in range(s):
+        w[i] = wn[i]
+    return step
+
+
+@njit(cache=True, inline="always")
+def _alm_support(z, s, lam, n, tol_rel, tol_abs, max_iter, w, wn, J, F, e, act):
+    """ALM (proxsparse-liu Alg. 2) on the top-s coordinates from w = z_{1:s}, with Newton.
+
+    Returns the number of sweeps; ``max_iter + 1`` flags that the sweep tolerance was
+    not reached.
+    """
+    for i in range(s):
+        w[i] = z[i]
+    for it in range(1, max_iter + 1):
+        delta = 0.0
+        for i in range(s):
+            v = z[i] - lam * _esym_skip(w, s, i, -1, n, e)
+            if v < 0.0:
+                v = 0.0
+            d = abs(v - w[i])
+            if d > delta:
+                delta = d
+            w[i] = v
+        if delta <= tol_abs:
+            return it
+        if delta > _NEWTON_START * tol_abs / tol_rel:
+            continue  # far away sweeps are cheaper than Newton steps
+        # Newton until its step is below tol or it is refused; the next sweep then
+        # either confirms convergence (the Alg. 2 rule) or continues ALM.
+        for _ in range(_MAX_NEWTON):
+            step = _newton_try(z, w, s, lam, n, wn, J, F, e, act)
+            if step < 0.0 or step <= tol_abs:
+                break
+    return max_iter + 1
+
+
+@njit(cache=True, inline="always")
+def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
+    """EnumALM on one sorted non-negative group z (length m); result in wbest.
+
+    Returns (total sweeps, True if some candidate hit max_iter).
+    """
+    for i in range(m):
+        wbest[i] = 0.0
+    if z[0] <= 0.0:
+        return 0, False
+    tol_abs = tol * z[0]
+    # s = N: r_{N:M} vanishes, w = z_{1:N}; objective is half the squared tail.
+    tail = 0.0
+    for i in range(n, m):
+        tail += z[i] * z[i]
+    best = 0.5 * tail
+    for i in range(n):
+        wbest[i] = z[i]
+    sweeps = 0
+    maxed = False
+    # tail_s = 0.5 * sum_{i >= s} z_i^2 for the current s
+    tail_s = 0.5 * tail
+    for s in range(n + 1, m + 1):
+        tail_s -= 0.5 * z[s - 1] * z[s - 1]
+        if z[s - 1] <= 0.0:
+            break  # sorted: no larger support can be interior either
+        # Exact pruning. Every interior stationary point u of support [0, s) satisfies
+        # low <= u <= up (u_i = z_i - lam e_N(u_{S-i}) and u <= z), its Hessian is PSD if it
+        # is the optimum, and its value is 0.5||z - u||^2 + u.(z - u)/(N+1) + tail (Euler).
+        for j in range(s):
+            v = z[j] - lam * _esym_skip(z, s, j, -1, n, e)
+            low[j] = v if v > 0.0 else 0.0
+        lb = tail_s
+        interior = True
+        for j in range(s):
+            u = z[j] - lam * _esym_skip(low, s, j, -1, n, e)
+            if u <= 0.0:
+                interior = False
+                break
+            gap = z[j] - u
+            lb += 0.5 * gap * gap + low[j] * gap / (n + 1)
+        if not interior:
+            continue
+        # PSD Hessian needs every off-diagonal entry lam e_{N-1}(u_{S-i-j}) <= 1 (B.8).
+        if s >= 2 and lam * _esym_skip(low, s, s - 2, s - 1, n - 1, e) > 1.0:
+            continue
+        if lb > best + _OBJ_SLACK * best:
+            continue
+        it = _alm_support(z, s, lam, n, tol, tol_abs, max_iter, w, wn, J, F, e, act)
+        if it > max_iter:
+            maxed = True
+            it = max_iter
+        sweeps += it
+        val = _restricted_value(w, z, s, lam, n, e) + tail_s
+        if val < best:
+            best = val
+            for i in range(s):
+                wbest[i] = w[i]
+            for i in range(s, m):
+                wbest[i] = 0.0
+    return sweeps, maxed
+
+
+@njit(cache=True, parallel=True)
+def _enum_alm_groups(y, lam, n, tol, max_iter, out, sweeps, maxed):
+    """EnumALM on every row of y (G, m): abs, stable descending sort, solve, unsort, signs.
+
+    One pass per group; y may be float32 or float64, arithmetic is float64, ``out`` has
+    the dtype of y.
+    """
+    G, m = y.shape
+    chunk = 512
+    n_chunks = (G + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        z = np.empty(m, np.float64)
+        perm = np.empty(m, np.int64)
+        wbest = np.empty(m, np.float64)
+        w = np.empty(m, np.float64)
+        wn = np.empty(m, np.float64)
+        F = np.empty(m, np.float64)
+        low = np.empty(m, np.float64)
+        act = np.empty(m, np.int64)
+        e = np.empty(m + 2, np.float64)
+        J = np.empty((m, m), np.float64)
+        g_end = min(G, (c + 1) * chunk)
+        for g in range(c * chunk, g_end):
+            # insertion sort of |y| descending; strict '<' keeps ties in index order
+            for k in range(m):
+                v = abs(np.float64(y[g, k]))
+                j = k
+                while j > 0 and z[j - 1] < v:
+                    z[j] = z[j - 1]
+                    perm[j] = perm[j - 1]
+                    j -= 1
+                z[j] = v
+                perm[j] = k
+            it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
+            sweeps[g] = it
+            maxed[g] = mx
+            for k in range(m):
+                p = perm[k]
+                v = wbest[k]
+                out[g, p] = (0.0 - v) if y[g, p] < 0 else v  # no negative zeros
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _enum_alm_sorted_groups(z_in, lam, n, tol, max_iter, out, sweeps, maxed):
+    """EnumALM on rows that are already sorted descending and non-negative."""
+    G, m = z_in.shape
+    chunk = 512
+    n_chunks = (G + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        z = np.empty(m, np.float64)
+        wbest = np.empty(m, np.float64)
+        w = np.empty(m, np.float64)
+        wn = np.empty(m, np.float64)
+        F = np.empty(m, np.float64)
+        low = np.empty(m, np.float64)
+        act = np.empty(m, np.int64)
+        e = np.empty(m + 2, np.float64)
+        J = np.empty((m, m), np.float64)
+        g_end = min(G, (c + 1) * chunk)
+        for g in range(c * chunk, g_end):
+            for k in range(m):
+                z[k] = z_in[g, k]
+            it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
+            sweeps[g] = it
+            maxed[g] = mx
+            for k in range(m):
+                out[g, k] = wbest[k]
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Python API
+# --------------------------------------------------------------------------------------
+
+
+def _run_groups(y2d, lam, n, tol, max_iter):
+    """Run the full kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed)."""
+    out = np.empty_like(y2d)
+    sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
+    maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
+    _enum_alm_groups(y2d, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    return out, sweeps, maxed
+
+
+def enum_alm_sorted(z, lam, n, tol, max_iter, *, return_info=False):
+    """EnumALM on groups that are already sorted descending and non-negative.
+
+    Parameters
+    ----------
+    z : ndarray, shape (G, m), float32 or float64
+        Each row sorted descending, entries >= 0 (not checked beyond a cheap test).
+    lam : float
+        Regularization weight, >= 0.
+    n : int
+        N of N:M, ``0 <= n < m``.
+    tol : float
+        Relative sweep tolerance: ALM stops when no coordinate moved by more than
+        ``tol * z[g, 0]`` in a sweep.
+    max_iter : int
+        Maximal number of sweeps per candidate.
+    return_info : bool, keyword-only
+        Also return ``{"n_iter": sweeps per group, "max_iter_reached": bool per group}``.
+
+    Returns
+    -------
+    w : ndarray, shape (G, m), dtype of z
+        The prox of every row, sorted like z.
+
+    Notes
+    -----
+    This is Alg. 3 of proxsparse-liu without lines 2, 3 and 8 (signs and sort), generalized
+    to N:M as described in the module docstring.
+    """
+    z = np.asarray(z)
+    if z.ndim != 2:
+        raise ValueError(f"z must be a 2-d array (G, m), got shape {z.shape}")
+    if z.dtype not in (np.float32, np.float64):
+        raise ValueError(f"z must be float32 or float64, got {z.dtype}")
+    m = z.shape[1]
+    if not 0 <= n < m:
+        raise ValueError(f"n must satisfy 0 <= n < m={m}, got {n}")
+    if z.size and (np.any(z < 0) or np.any(np.diff(z, axis=1) > 0)):
+        raise ValueError("z must be non-negative and sorted descending along axis 1")
+    zc = np.ascontiguousarray(z)
+    out = np.empty_like(zc)
+    sweeps = np.zeros(zc.shape[0], dtype=np.int64)
+    maxed = np.zeros(zc.shape[0], dtype=np.bool_)
+    _enum_alm_sorted_groups(zc, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    if return_info:
+        return out, {"n_iter": sweeps, "max_iter_reached": maxed}
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Plain NumPy twin and the ALM trace (references for tests and theory checks)
+# --------------------------------------------------------------------------------------
+
+
+def _esym_np(a, k):
+    """e_k of a 1-d array by the textbook recursion."""
+    if k < 0:
+        return 0.0
+    e = np.zeros(k + 1)
+    e[0] = 1.0
+    for x in a:
+        e[1:] = e[1:] + x * e[:-1]
+    return float(e[k])
+
+
+def _alm_sweep_np(w, z, lam, n, s):
+    """One Gauss-Seidel sweep of proxsparse-liu Alg. 2 on coordinates [0, s), in place."""
+    for i in range(s):
+        others = np.concatenate([w[:i], w[i + 1 : s]])
+        w[i] = max(z[i] - lam * _esym_np(others, n), 0.0)
+
+
+def alm_trace(z, lam, n, s, n_sweeps):
+    """ALM iterates of one sorted group, sweep by sweep (plain NumPy, no Newton).
+
+    Parameters
+    ----------
+    z : array_like, shape (m,)
+        Sorted descending, non-negative.
+    lam : float
+        Regularization weight.
+    n : int
+        N of N:M.
+    s : int
+        Support size: ALM runs on the top-s coordinates, the others stay 0.
+    n_sweeps : int
+        Number of full sweeps.
+
+    Returns
+    -------
+    ndarray, shape (n_sweeps + 1, m)
+        Row k is w^k; row 0 is the start w^0 = (z_1..z_s, 0, ..).
+
+    Notes
+    -----
+    Prop. 8 of proxsparse-liu: f(w^k) >= f(w^{k+1}) + 0.5 ||w^{k+1} - w^k||^2 for the
+    objective f(w) = 0.5 ||w - z||^2 + lam r_{N:M}(w).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim != 1:
+        raise ValueError(f"z must be 1-d, got shape {z.shape}")
+    m = z.size
+    if not 0 <= n < m or not n <= s <= m:
+        raise ValueError(f"need 0 <= n < m and n <= s <= m, got n={n}, s={s}, m={m}")
+    w = np.zeros(m)
+    w[:s] = z[:s]
+    rows = [w.copy()]
+    for _ in range(int(n_sweeps)):
+        _alm_sweep_np(w, z, lam, n, s)
+        rows.append(w.copy())
+    return np.array(rows)
+
+
+def enum_alm_numpy(y, lam, n, m, tol, max_iter):
+    """Plain NumPy twin of the EnumALM kernel: straightforward loops, no shortcuts.
+
+    Every group: stable argsort of -|y|, candidates s = n..m with plain ALM sweeps (no
+    Newton step, no KKT pruning) until the sweep moves no coordinate by more than
+    ``tol * max|y|`` of the group, smallest objective wins (ties: the sparser), unsort,
+    signs. Arithmetic in float64, result in the dtype of ``y``.
+
+    Parameters
+    ----------
+    y : ndarray, last axis divisible by m
+    lam : float
+    n, m : int
+    tol : float
+    max_iter : int
+
+    Returns
+    -------
+    ndarray, shape and dtype of y
+    """
+    y = np.asarray(y)
+    groups = y.reshape(-1, m).astype(np.float64)
+    out = np.zeros_like(groups)
+    for g, row in enumerate(groups):
+        order = np.argsort(-np.abs(row), kind="stable")
+        z = np.abs(row)[order]
+        best_w = np.zeros(m)
+        best_w[:n] = z[:n]
+        best = 0.5 * np.sum(z[n:] ** 2)
+        if z[0] > 0:
+            for s in range(n + 1, m + 1):
+                w = np.zeros(m)
+                w[:s] = z[:s]
+                for _ in range(max_iter):
+                    old = w.copy()
+                    _alm_sweep_np(w, z, lam, n, s)
+                    if np.max(np.abs(w - old)) <= tol * z[0]:
+                        break
+                val = 0.5 * np.sum((w - z) ** 2) + lam * _esym_np(w, n + 1)
+                if val < best:
+                    best, best_w = val, w
+        res = np.zeros(m)
+        res[order] = best_w
+        out[g] = np.where(row < 0, 0.0 - res, res)
+    return out.reshape(y.shape).astype(y.dtype)
