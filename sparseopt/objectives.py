@@ -116,11 +116,16 @@ class Objective(ABC):
     reference : ndarray or None
         A natural starting point (the dense weights W* for :class:`LayerLoss`, maiht-wen
         Alg. 1 line 2); ``None`` when the solvers should start from zero.
+    affine_gradient : bool
+        True for quadratic objectives (Quadratic, LeastSquares, LayerLoss): grad f of an affine
+        combination of points is the same combination of their gradients.
     """
 
     shape: tuple
     dtype: np.dtype = np.dtype(np.float64)
     reference = None
+    #: True when grad f is affine (f quadratic); solvers may then combine gradients linearly
+    affine_gradient = False
 
     @abstractmethod
     def value(self, w) -> float:
@@ -180,6 +185,8 @@ class Quadratic(Objective):
     >>> f.value(np.array([1.0, 0.0])), f.lipschitz()
     (-1.0, 2.0)
     """
+
+    affine_gradient = True
 
     def __init__(self, H, b, c: float = 0.0):
         H = _as_float_array(H, "H")
@@ -244,6 +251,8 @@ class LeastSquares(Objective):
     >>> f.value(np.zeros(3)), f.grad(np.zeros(3))
     (2.5, array([-1., -2.,  0.]))
     """
+
+    affine_gradient = True
 
     def __init__(self, X, y):
         X = _as_float_array(X, "X")
@@ -320,6 +329,8 @@ class LayerLoss(Objective):
     >>> f.value(np.zeros((2, 4))), f.lipschitz()
     (8.0, 2.0)
     """
+
+    affine_gradient = True
 
     def __init__(self, W_star, H, *, check_psd: bool = True):
         W_star = _as_float_array(W_star, "W_star")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sparseopt import NM, TopK
-from sparseopt.objectives import LayerLoss, LeastSquares, Quadratic
+from sparseopt.objectives import LayerLoss, LeastSquares, Quadratic, Smooth
 from sparseopt.solvers import iht, maiht
 
 
@@ -72,6 +72,18 @@ def test_matches_transcription_of_eq4(form):
         np.testing.assert_allclose(r.x, ref[k], rtol=1e-10, atol=1e-12)
     assert 0 < r.info["n_accepted"] <= 25
     assert r.info["n_accepted"] == np.nansum(r.history["accepted"])
+
+
+@pytest.mark.parametrize("kw", [dict(pattern=NM(2, 4)), dict(lam=0.05), dict(target_nnz=40)])
+def test_affine_gradient_shortcut_equals_direct_gradients(kw):
+    # the same objective without the affine_gradient flag evaluates grad f(Y^k) directly
+    f = layer_problem(6, corr=1.0)
+    plain = Smooth(f.value, f.grad, shape=f.shape, lipschitz=f.lipschitz())
+    assert f.affine_gradient and not plain.affine_gradient
+    a = maiht(f, x0=f.W_star, max_iter=60, tol=0.0, mu=0.2, **kw)
+    b = maiht(plain, x0=f.W_star, max_iter=60, tol=0.0, mu=0.2, **kw)
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-9, atol=1e-11)
+    np.testing.assert_array_equal(a.history["accepted"], b.history["accepted"])
 
 
 @pytest.mark.parametrize("kw", [dict(pattern=TopK(4)), dict(pattern=NM(2, 4)), dict(lam=0.1)])

@@ -253,3 +253,16 @@ def test_wrong_variable_shape_raises():
         g.grad(np.ones((4, 2)))
     with pytest.raises(ValueError, match="mask must have shape"):
         g.masked_grad(np.ones((2, 4)), np.ones((2, 3), bool))
+
+
+@pytest.mark.parametrize("name", ["quadratic", "least_squares", "layer", "logistic"])
+def test_affine_gradient_flag_is_truthful(name):
+    rng = np.random.default_rng(12)
+    f, shape = _objectives(rng)[name]
+    x, y = rng.standard_normal(shape), rng.standard_normal(shape)
+    a, b = 1.7, -0.4  # an affine combination a x + b y + (1 - a - b) z
+    z = rng.standard_normal(shape)
+    combo = f.grad(a * x + b * y + (1 - a - b) * z)
+    lin = a * f.grad(x) + b * f.grad(y) + (1 - a - b) * f.grad(z)
+    assert f.affine_gradient == (name != "logistic")
+    assert np.allclose(combo, lin, rtol=1e-10, atol=1e-10) == f.affine_gradient

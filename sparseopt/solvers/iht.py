@@ -164,6 +164,7 @@ class _Stabilized:
         self.shape = tuple(base.shape)
         self.dtype = getattr(base, "dtype", np.float64)
         self.reference = getattr(base, "reference", None)
+        self.affine_gradient = bool(getattr(base, "affine_gradient", False))
 
     def value(self, w):
         d = (np.asarray(w) - self.center).astype(np.float64, copy=False)
