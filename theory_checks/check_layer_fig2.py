@@ -49,6 +49,19 @@ def diagonal_optimum(W_star, h_diag, n=2, m=4):
 
 def run(out_dir, quick=False):
     """Sweep alpha, print the table, check claims 1 and 2, save ``layer_fig2.png``."""
+    return run_check(out_dir, quick)[0]
+
+
+def run_check(out_dir, quick=False):
+    """:func:`run`, also returning the outcome of every sub-claim.
+
+    Returns
+    -------
+    passed : bool
+    claims : dict of str -> bool
+        ``"alpha=1 <method>"`` for every Hessian-aware method (all seeds within tolerance)
+        and ``"alpha<1 prox lowest"``.
+    """
     if quick:
         d, alphas, seeds = 128, (0.0, 0.5, 1.0), (0,)
     else:
@@ -72,7 +85,7 @@ def run(out_dir, quick=False):
         f"{m} {np.mean(sweep['time'][im]):.3f}" for im, m in enumerate(methods)))
 
     # Claim 1: alpha = 1.
-    ok1 = True
+    claims = {f"alpha=1 {m}": True for m in HESSIAN_AWARE if m in methods}
     if 1.0 in alphas:
         ia = list(alphas).index(1.0)
         for js, seed in enumerate(seeds):
@@ -86,10 +99,11 @@ def run(out_dir, quick=False):
                 figure(f"  {m}+GD", f"rel. loss {rel[im, ia, js]:.6f}, relative gap "
                        f"{gap:+.2e}, same mask as optimum: {same_mask}{tag}")
                 if m in HESSIAN_AWARE and not abs(gap) <= TOL_ALPHA1:
-                    ok1 = False
+                    claims[f"alpha=1 {m}"] = False
     else:
-        ok1 = False
+        claims = {k: False for k in claims}
         figure("alpha=1", "not in the sweep")
+    ok1 = all(claims.values())
 
     # Claim 2: alpha < 1.
     ip = methods.index("prox")
@@ -104,17 +118,19 @@ def run(out_dir, quick=False):
         if ratio > 1.0 + SLACK:
             bad.append(f"alpha={alpha:.2f} ({methods[io]} lower, ratio {ratio:.4f})")
     ok2 = not bad
+    claims["alpha<1 prox lowest"] = ok2
 
     fig = fig2_plot(sweep, title=f"2:4 pruning, d={d}, {len(seeds)} seed(s), +1000 GD steps")
     savefig(fig, out_dir, "layer_fig2.png")
     detail = []
-    detail.append("claim 1 (alpha=1 agree) " + ("holds" if ok1 else "FAILS"))
+    detail.append("claim 1 (alpha=1 agree) " + ("holds" if ok1 else "FAILS for " + ", ".join(
+        k.split()[1] for k, v in claims.items() if k.startswith("alpha=1") and not v)))
     detail.append("claim 2 (prox+GD lowest for alpha<1) " + ("holds" if ok2 else
                                                               "FAILS at " + ", ".join(bad)))
-    return verdict(NAME, ok1 and ok2, "; ".join(detail))
+    return verdict(NAME, ok1 and ok2, "; ".join(detail)), claims
 
 
-__all__ = ["run", "diagonal_optimum", "FIG2_METHODS"]
+__all__ = ["run", "run_check", "diagonal_optimum", "FIG2_METHODS"]
 
 if __name__ == "__main__":
     import sys
