@@ -14,9 +14,9 @@ import time
 def sections():
     """The report's sections, in order. Imported lazily so that ``import sparseopt``
     stays light (matplotlib, CVXPY)."""
-    from . import prox_paths
+    from . import layer, prox_paths
 
-    return [prox_paths.section]
+    return [prox_paths.section, layer.section]
 
 
 def run_demo(out=None, quick: bool = False) -> str:
