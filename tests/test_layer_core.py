@@ -110,8 +110,12 @@ def test_layer_loss_float32_inputs_give_float64_value():
     assert layer_loss(W2, W, H) == exact  # promoted before any arithmetic
 
 
-@pytest.mark.parametrize("d", [5, 1030])
-def test_gamma_max_matches_eigvalsh(d):
+@pytest.mark.parametrize("d", [5, 60])
+@pytest.mark.parametrize("dense_max", [1024, 10])
+def test_gamma_max_matches_eigvalsh(d, dense_max, monkeypatch):
+    import sparseopt.layer.loss as loss_mod
+
+    monkeypatch.setattr(loss_mod, "_DENSE_EIG_MAX", dense_max)  # dense_max=10: Lanczos branch
     rng = np.random.default_rng(d)
     A = rng.standard_normal((d, d // 2 + 1))
     H = A @ A.T / d

@@ -126,9 +126,11 @@ def test_prox_float32_and_other_patterns():
     res = prune(W_star, H, method="prox", refine_steps=20)
     assert res.W.dtype == np.float32
     assert_valid_result(res, W_star, H, NM(2, 4))
-    for pat in (NM(1, 4), NM(2, 3), NM(3, 8)):
-        r = prune(W_star.astype(np.float64), H, method="prox", pattern=pat)
-        assert_valid_result(r, W_star.astype(np.float64), H, pat)
+    W64 = W_star.astype(np.float64)
+    for pat, cols in ((NM(1, 4), 24), (NM(2, 3), 12), (NM(3, 8), 24)):
+        Wp, Hp = W64[:2, :cols], H[:cols, :cols]
+        r = prune(Wp, Hp, method="prox", pattern=pat)
+        assert_valid_result(r, Wp, Hp, pat)
         assert r.info["stop_reason"] == "W is N:M"
     same = prune(W_star, H, method="prox", pattern=NM(4, 4))
     np.testing.assert_array_equal(same.W, W_star)

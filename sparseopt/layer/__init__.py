@@ -93,8 +93,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((8, 64)); W = rng.standard_normal((4, 8))
     >>> res = prune(W, X @ X.T / 64, method="wanda", refine_steps=10)
-    >>> res.mask.reshape(4, 2, 4).sum(-1).max() <= 2
-    True
+    >>> int(res.mask.reshape(4, 2, 4).sum(-1).max())
+    2
     """
     fn = _method_function(method)
     params = inspect.signature(fn).parameters
