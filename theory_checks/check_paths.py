@@ -5,7 +5,9 @@ nearly tied) and proxsparse-liu's y = [1.4, 1.1, 1.0, 0.7], each on a lam grid f
 1.3 x the lam at which the path becomes 2-sparse, solved by EnumALM, EnumPGD and EnumIPM.
 Liu's Fig. 3 claim is that "all three algorithms return the same solution path"; here the
 largest objective disagreement between any two solvers must be <= 1e-10 and the largest
-weight disagreement <= 1e-6. The Lemma 10 thresholds are drawn dashed (see
+weight disagreement <= 1e-5 = sqrt(1e-10) (near a continuous transition, e.g. w_3 -> 0 at
+lambda_2* for the easy input, f is flat in w, so an objective tolerance of 1e-10 only fixes
+w to about its square root). The Lemma 10 thresholds are drawn dashed (see
 ``sparseopt.demo.prox_paths.lemma10_thresholds``): lambda_1* = z4/(z1 z2 + z2 z3 + z1 z3)
 (3-sparse) and lambda_2* = z3/(z1 z2) (2-sparse), plus, dotted, the sharp 3-sparse KKT
 condition lam e_2(w_{1:3}(lam)) = z4 along the path.
@@ -38,7 +40,7 @@ INPUTS = {
 }
 
 OBJ_TOL = 1e-10
-W_TOL = 1e-6
+W_TOL = 1e-5  # sqrt(OBJ_TOL): f is flat (quadratic or flatter) in w near the optimum
 
 
 def run(out_dir, quick=False):
@@ -46,7 +48,7 @@ def run(out_dir, quick=False):
 
     header(NAME, "prox24-kubler Fig. 1 / proxsparse-liu Fig. 3: ALM, PGD and IPM give the same "
                  "2:4 prox regularization path")
-    points = 40 if quick else 200
+    points = 30 if quick else 200
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     worst_obj = worst_w = 0.0
     for ax, (label, y) in zip(axes.ravel(), INPUTS.items()):
@@ -64,7 +66,8 @@ def run(out_dir, quick=False):
         figure(label, f"{points} lams in [0, {lams[-1]:.4f}]; lambda_1*={lam3:.4f} "
                       f"lambda_2*={lam2:.4f}; ALM first <=3-sparse at {first3:.4f}, "
                       f"2-sparse at {first2:.4f}; max |f diff|={obj:.2e}, max |w diff|={wd:.2e}")
-        plot_path(ax, y, lams, paths, title=f"{label}: y = {y.tolist()}")
+        # the sharp 3-sparse line costs ~100 single-group IPM calls per input: full runs only
+        plot_path(ax, y, lams, paths, title=f"{label}: y = {y.tolist()}", show_critical=not quick)
     axes[0, 0].legend(fontsize=7, ncol=2)
     axes[1, 2].axis("off")
     axes[1, 2].text(0.02, 0.6, "ALM solid, PGD dashed, IPM circles\n"

@@ -34,7 +34,7 @@ def run(out_dir, quick=False):
 
     header(NAME, "prox(c y, lam / c^(N-1)) = c prox(y, lam) (r_{N:M} homogeneous of degree N+1)")
     rng = np.random.default_rng(5)
-    pairs, groups = (8, 200) if quick else (40, 2000)
+    pairs, groups = (6, 100) if quick else (40, 2000)
     results = {}
     for n, m, meth in CASES:
         Y = rng.standard_normal((groups, m))

@@ -84,36 +84,38 @@ def lemma10_thresholds(z):
     return z4 / (z1 * z2 + z2 * z3 + z1 * z3), z3 / (z1 * z2)
 
 
-def critical_lam_3sparse(z, *, lam_hi, method="alm", iters=60):
-    """The sharp 3-sparse threshold along the path: the ``lam`` where ``lam e_2(w(lam)) = z_4``.
+def critical_lam_3sparse(z, lams, *, method="ipm", iters=30):
+    """The sharp 3-sparse threshold along a path: the ``lam`` where ``lam e_2(w(lam)) = z_4``.
 
-    ``w(lam)`` is the 3-sparse candidate, i.e. the 2:3 prox of ``z_{1:3}`` (eq. 11, 12 of
-    prox24-kubler). Lemma 10 item 2: a 3-sparse optimum needs ``lam e_2(w_{1:3}) >= z_4``.
-    Found by bisection on ``[0, lam_hi]`` of ``h(lam) = lam e_2(w(lam)) - z_4``, which is
-    negative at ``lam = 0``. Returns ``nan`` when ``h(lam_hi) < 0`` or the candidate
-    is not positive there (the 3-sparse candidate does not exist at ``lam_hi``).
+    ``w(lam)`` is the 3-sparse candidate, the minimizer of eq. (11)-(12) of prox24-kubler,
+    computed as the 2:3 prox of ``z_{1:3}``; Lemma 10 item 2 says a 3-sparse optimum needs
+    ``h(lam) = lam e_2(w(lam)) - z_4 >= 0``. ``h`` is evaluated on the grid ``lams`` (where the
+    candidate is strictly positive); the first sign change from negative to non-negative is
+    refined by bisection. Returns ``nan`` when there is none on the grid.
     """
     from ..prox import prox_nm
 
     z = np.asarray(z, dtype=np.float64)
 
     def h(lam):
-        w = prox_nm(z[None, :3], lam, 2, 3, method=method)[0]
+        w = prox_nm(z[None, :3], float(lam), 2, 3, method=method)[0]
         if np.any(w <= 0):
             return np.nan
         return lam * (w[0] * w[1] + w[1] * w[2] + w[0] * w[2]) - z[3]
 
-    if not h(lam_hi) >= 0:
-        return float("nan")
-    lo, hi = 0.0, float(lam_hi)
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        v = h(mid)
-        if np.isnan(v) or v >= 0:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    vals = np.array([h(lam) for lam in lams])
+    for k in range(1, len(lams)):
+        if vals[k - 1] < 0 <= vals[k]:
+            lo, hi = float(lams[k - 1]), float(lams[k])
+            for _ in range(iters):
+                mid = 0.5 * (lo + hi)
+                v = h(mid)
+                if np.isnan(v) or v >= 0:
+                    hi = mid
+                else:
+                    lo = mid
+            return hi
+    return float("nan")
 
 
 def regularization_path(y, lams, *, methods=METHODS, n=2, m=4):
@@ -134,27 +136,29 @@ def regularization_path(y, lams, *, methods=METHODS, n=2, m=4):
     }
 
 
-def path_grid(y, *, points=200, margin=1.3):
-    """A ``lam`` grid from 0 past the point where the ALM path becomes 2-sparse.
+def path_grid(y, *, points=200, margin=1.3, method="ipm"):
+    """A ``lam`` grid from 0 past the point where the path becomes 2-sparse.
 
-    The end is ``margin`` times the first ``lam`` (doubling from ``z_3 / (z_1 z_2)``) at
-    which ``prox_nm`` (ALM) returns a 2-sparse group, so every regime of the path shows.
+    The end is ``margin`` times the first ``lam`` (doubling from ``z_3 / (z_1 z_2)``, then
+    bisection) at which ``prox_nm(method=method)`` returns a 2-sparse group, so every
+    regime of the path shows. The default is EnumIPM, the solver with a global guarantee
+    (prox24-kubler Theorem 7).
     """
     from ..prox import prox_nm
 
     z = np.sort(np.abs(np.asarray(y, dtype=np.float64)))[::-1]
     lam = lemma10_thresholds(z)[1]
     for _ in range(60):
-        if np.count_nonzero(prox_nm(z[None], lam)[0]) <= 2:
+        if np.count_nonzero(prox_nm(z[None], lam, method=method)[0]) <= 2:
             break
         lam *= 2.0
     else:
         raise RuntimeError(f"the 2:4 prox of {y} never became 2-sparse")
     # refine: the first 2-sparse lam lies in (lam/2, lam]
     lo, hi = lam / 2.0, lam
-    for _ in range(30):
+    for _ in range(20):  # relative precision 1e-6 is plenty for a plot range
         mid = 0.5 * (lo + hi)
-        if np.count_nonzero(prox_nm(z[None], mid)[0]) <= 2:
+        if np.count_nonzero(prox_nm(z[None], mid, method=method)[0]) <= 2:
             hi = mid
         else:
             lo = mid
@@ -184,7 +188,7 @@ def plot_path(ax, y, lams, paths, *, title=None, show_critical=True):
     ax.axvline(lam3, color="k", ls="--", lw=0.9, label=r"$\lambda_1^*=z_4/e_2(z_{1:3})$")
     ax.axvline(lam2, color="k", ls="-.", lw=0.9, label=r"$\lambda_2^*=z_3/(z_1z_2)$")
     if show_critical:
-        lam3c = critical_lam_3sparse(z, lam_hi=float(lams[-1]))
+        lam3c = critical_lam_3sparse(z, lams)
         if np.isfinite(lam3c):
             ax.axvline(lam3c, color="0.5", ls=":", lw=1.2, label=r"$\lambda e_2(w^{(3)})=z_4$")
     ax.set_xlabel(r"$\lambda$")
@@ -247,7 +251,8 @@ def section(out_dir, quick=False):
     lams = path_grid(LIU_Y, points=60 if quick else 200)
     paths = regularization_path(LIU_Y, lams)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    plot_path(ax, LIU_Y, lams, paths, title="proxsparse-liu Fig. 3: y = [1.4, 1.1, 1.0, 0.7]")
+    plot_path(ax, LIU_Y, lams, paths, title="proxsparse-liu Fig. 3: y = [1.4, 1.1, 1.0, 0.7]",
+              show_critical=not quick)
     ax.legend(fontsize=7, ncol=2)
     fname = "prox_path_liu.png"
     fig.savefig(os.path.join(out_dir, fname), dpi=110, bbox_inches="tight")
@@ -259,6 +264,8 @@ def section(out_dir, quick=False):
     path_wdiff = max(float(np.max(np.abs(paths[a] - paths[b]))) for a in paths for b in paths)
     lam3, lam2 = lemma10_thresholds(np.sort(LIU_Y)[::-1])
 
+    sharp = "" if quick else ("; dotted: the sharp 3-sparse condition "
+                              "`lam e_2(w_1, w_2, w_3) = z4` along the path")
     groups = 300 if quick else 3000
     lam_list = (0.05, 0.2, 0.5, 1.0, 2.0)
     table = solver_table(groups, lam_list)
@@ -272,8 +279,7 @@ The prox of `lam * r_{{2:4}}` (prox24-kubler eq. 7) for proxsparse-liu's example
 `y = [1.4, 1.1, 1.0, 0.7]` on {len(lams)} values of `lam` in [0, {lams[-1]:.3f}], solved by
 EnumALM (solid), EnumPGD (dashed) and EnumIPM (circles). Dashed vertical lines: the
 necessary conditions of prox24-kubler Lemma 10, `lambda_1* = z4/(z1 z2 + z2 z3 + z1 z3) = {lam3:.4f}`
-(3-sparse) and `lambda_2* = z3/(z1 z2) = {lam2:.4f}` (2-sparse); dotted: the sharp 3-sparse
-condition `lam e_2(w_1, w_2, w_3) = z4` along the path.
+(3-sparse) and `lambda_2* = z3/(z1 z2) = {lam2:.4f}` (2-sparse){sharp}.
 Largest disagreement between the three solvers on this path: objective {path_gap:.2e},
 weights {path_wdiff:.2e}.
 
