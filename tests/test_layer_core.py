@@ -302,3 +302,22 @@ def test_prune_bad_input(W, H, kwargs, exc, match):
     kwargs = {"method": "wanda", **kwargs}
     with pytest.raises(exc, match=match):
         prune(W, H, **kwargs)
+
+
+@pytest.mark.parametrize("method", sorted(sparseopt.layer.METHODS))
+def test_every_method_contract(method):
+    """float32 in -> float32 out, valid 2:4 mask, loss = eq. 2 of W, inputs untouched,
+    never below the brute-force optimum, +GD never worse than the method alone."""
+    rng = np.random.default_rng(9)
+    W_star, H, _ = random_layer(rng, 2, 8, dtype=np.float32, corr=1.0)
+    W0, H0 = W_star.copy(), H.copy()
+    res = prune(W_star, H, method=method)
+    assert_valid_result(res, W_star, H, NM(2, 4))
+    assert res.method == method and res.info["refine_steps"] == 0
+    np.testing.assert_array_equal(W_star, W0)
+    np.testing.assert_array_equal(H, H0)
+    best, _ = brute_force_layer(W_star, H)
+    assert best <= res.loss * (1 + 1e-6) + 1e-9
+    gd = prune(W_star, H, method=method, refine_steps=50)
+    assert gd.loss <= res.loss * (1 + 1e-5) + 1e-9
+    assert len(gd.history["refine_loss"]) == 50

@@ -14,7 +14,8 @@ from .sparsegpt import sparsegpt_prune
 __all__ = ["iobs_prune"]
 
 
-def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=None):
+def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=None,
+               verbose=None):
     """Iterative OBS pruning of one layer (iobs-wu Alg. 2 specialised to a fixed Hessian).
 
     Parameters
@@ -32,6 +33,8 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         eta = 1 / (2 gamma_max(H)).
     percdamp, blocksize
         Passed to the SparseGPT solve (:func:`sparsegpt_prune`).
+    verbose : bool, optional
+        Print one line per round. Default: on for layers with at least 2^20 weights.
 
     Returns
     -------
@@ -68,6 +71,8 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
     for name, val, lo in (("rounds", rounds, 1), ("gd_steps", gd_steps, 0)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
+    if verbose is None:
+        verbose = W.size >= 2**20
     dt = W.dtype
     g = gamma_max(H)
     two_eta = dt.type(1.0 / g if g > 0 else 0.0)  # 2 eta with eta = 1 / (2 gamma_max)
@@ -85,6 +90,9 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         loss = float(np.sum(R.astype(np.float64) * (W_hat - W).astype(np.float64)))
         hist["loss"].append(loss)
         hist["time"].append(time.perf_counter() - t0)
+        if verbose:
+            print(f"iobs round {t}/{rounds}: loss {loss:.6g} ({hist['time'][-1]:.1f} s)",
+                  flush=True)
         if best is None or loss < best[0]:
             best = (loss, W_hat, mask, t)
         if t == rounds:

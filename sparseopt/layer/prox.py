@@ -14,6 +14,8 @@ __all__ = ["prox_prune", "rescale_wanda", "DEFAULT_LAM0", "DEFAULT_BETA", "DEFAU
 #: lambda_0 and beta of the paper's schedule lambda_k = lambda_0 beta^k (Sec. 4).
 DEFAULT_LAM0 = 0.01
 DEFAULT_BETA = 1.01
+#: Layers with at least this many weights show progress by default (``verbose=None``).
+VERBOSE_MIN_SIZE = 2**20
 #: Iteration cap; with the default schedule lambda grows by 1e4 in ~926 iterations.
 DEFAULT_MAX_ITER = 3000
 
@@ -48,7 +50,7 @@ def prox_prune(
     max_iter=DEFAULT_MAX_ITER,
     prox_method="alm",
     prox_tol=None,
-    verbose=False,
+    verbose=None,
 ):
     """Matrix prox pruner: gradient steps on L alternated with the N:M prox, with a growing
     lambda, until W is N:M sparse (prox24-kubler Alg. 2).
@@ -78,8 +80,9 @@ def prox_prune(
         Solver of :func:`sparseopt.prox.prox_nm`.
     prox_tol : float, optional
         ``tol`` of ``prox_nm`` (its default when None).
-    verbose : bool, default False
-        Show a tqdm progress bar (lambda, loss, fraction of N:M groups).
+    verbose : bool, optional
+        Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
+        layers with at least 2^20 weights (:data:`VERBOSE_MIN_SIZE`), off below.
 
     Returns
     -------
@@ -156,6 +159,8 @@ def prox_prune(
     lam = float(lam0)
     k = 0
     bar = None
+    if verbose is None:
+        verbose = W.size >= VERBOSE_MIN_SIZE
     if verbose:
         from tqdm.auto import tqdm
 
