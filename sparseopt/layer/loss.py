@@ -66,7 +66,8 @@ def check_psd(H: np.ndarray, *, name: str = "H") -> None:
     if np.any(diag < 0):
         j = int(np.argmin(diag))
         raise ValueError(
-            f"{name} is not positive semidefinite: diagonal entry {name}[{j},{j}] = {diag[j]:.3g} < 0"
+            f"{name} is not positive semidefinite: diagonal entry "
+            f"{name}[{j},{j}] = {diag[j]:.3g} < 0"
         )
     s = psd_shift(H)
     try:

@@ -60,9 +60,10 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     from ..objectives import LayerLoss
     from ..solvers import maiht
 
-    for name, val in (("mu", mu), ("step_scale", step_scale)):
-        if not (np.isscalar(val) and np.isfinite(val)) or val < 0 or (name == "step_scale" and val == 0):
-            raise ValueError(f"{name} must be a finite number {'> 0' if name == 'step_scale' else '>= 0'}, got {val!r}")
+    if not (np.isscalar(mu) and np.isfinite(mu)) or mu < 0:
+        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
+    if not (np.isscalar(step_scale) and np.isfinite(step_scale)) or step_scale <= 0:
+        raise ValueError(f"step_scale must be a finite number > 0, got {step_scale!r}")
     for name, val in (("iters", iters), ("refine_iters", refine_iters)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {val!r}")
