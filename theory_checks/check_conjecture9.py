@@ -7,14 +7,17 @@ solver; the thresholds of Lemma 10 are homogeneous of degree -1 in z):
 * z0 = sorted |N(0, 1)|^4 (half of the candidates), or one of three nearly-tied families
   (a sixth each): z0 = [1.6, 1.1 + 0.01 e, ...] (tied z_{2:4}), [1.6 + 0.01 e_1..3, 1.09]
   (tied z_{1:3}), 1.6 + 0.01 e (all tied), e ~ |N(0, 1)| sorted, as in Fig. 1 of the paper;
-* c = s z3/(z1 z2)(z0) with s log-uniform in [0.05, 1.5], i.e. lam / lambda_2* = s;
-* the instance is kept iff the EnumALM optimum (``prox_nm(method="alm")``) is dense
-  (all four entries > 0). Candidates are drawn in chunks until enough are kept. How often
-  ALM misses a dense optimum (selection bias) is measured with EnumIPM on a random
+* c = s z3/(z1 z2)(z0) with s log-uniform in [0.2, 1.5], i.e. lam / lambda_2* = s (dense
+  optima near the transitions, where the Hessian at the optimum is nearly singular, are
+  the hard cases);
+* the instance is kept iff the EnumALM optimum (``prox_nm(method="alm")``) or the EnumPGD
+  one is dense (all four entries > 0; EnumALM alone misses some dense optima, see
+  ``check_paths``). Candidates are drawn in chunks until enough are kept. How often the
+  filter misses a dense optimum (selection bias) is measured with EnumIPM on a random
   subsample of the candidates and printed.
 
-On every kept instance ``enum_pgd_sorted(z, 1, 2, ..., return_info=True)`` (EnumPGD, the
-library's Numba kernel) is compared with ALM. EnumIPM (batched NumPy, the solver with a
+On every kept instance the result of ``enum_pgd_sorted(z, 1, 2, ..., return_info=True)``
+(EnumPGD, the library's Numba kernel) is compared with ALM. EnumIPM (batched NumPy, the solver with a
 guarantee) runs on a random subsample (>= 10^4; quick: 10^3) and on every instance where PGD
 and ALM disagree; there the reference is the best of the three. PGD fails on an instance
 whose reference optimum is dense when it is worse than the reference by > 1e-9 (relative
@@ -55,7 +58,7 @@ def _candidates(count, rng):
     t = kind == 5
     z0[t] = 1.6 + 0.01 * e[t]
     z0 = np.sort(np.maximum(z0, 1e-3), axis=1)[:, ::-1].copy()
-    s = np.exp(rng.uniform(np.log(0.05), np.log(1.5), count))
+    s = np.exp(rng.uniform(np.log(0.2), np.log(1.5), count))
     c = s * lemma10_thresholds(z0)[1]
     return z0 * c[:, None], kind
 
@@ -137,39 +140,39 @@ def run(out_dir, quick=False):
                  "PGD from 0, step 1/4, never leaves grad^2 f >= 0 and reaches the optimum")
     rng = np.random.default_rng(9)
     t0 = time.perf_counter()
-    zs, kinds, ws = [], [], []
+    parts = []
     kept = drawn = 0
     chunk = min(4 * target, 1_000_000)
     bias = None
+    t_pgd = 0.0
     while kept < target:
         z, kind = _candidates(chunk, rng)
         w = prox_nm(z, LAM, method="alm")
-        dense = np.all(w > 0, axis=1)
-        if bias is None:  # selection bias of the ALM filter, on the first chunk
+        t1 = time.perf_counter()
+        wp, info = enum_pgd_sorted(z, LAM, 2, 1e-12, 100_000, return_info=True)
+        t_pgd += time.perf_counter() - t1
+        # kept when either solver finds a dense optimum; disagreements are resolved by IPM below
+        dense = np.all(w > 0, axis=1) | np.all(wp > 0, axis=1)
+        if bias is None:  # how many dense optima the filter misses, on the first chunk
             pick = rng.choice(chunk, size=n_ipm, replace=False)
             w_i = prox_nm(z[pick], LAM, method="ipm")
-            f_i = prox_objective(w_i, z[pick], LAM)[:, 0]
-            f_a = prox_objective(w[pick], z[pick], LAM)[:, 0]
-            ipm_better = f_a - f_i > F_TOL * np.maximum(1.0, np.abs(f_i))
-            dense_i = np.all(w_i > 0, axis=1) & ipm_better | dense[pick] & ~ipm_better
-            bias = (n_ipm, int(np.sum(dense_i & ~dense[pick])), int(np.sum(~dense_i & dense[pick])),
-                    int(ipm_better.sum()))
+            fs = np.stack([prox_objective(v, z[pick], LAM)[:, 0] for v in (w[pick], wp[pick], w_i)])
+            vs = np.stack([w[pick], wp[pick], w_i])
+            w_b = vs[np.argmin(fs, axis=0), np.arange(n_ipm)]
+            dense_b = np.all(w_b > 0, axis=1)
+            bias = (n_ipm, int(np.sum(dense_b)), int(np.sum(dense_b & ~dense[pick])),
+                    int(np.sum(~dense_b & dense[pick])))
         take = np.flatnonzero(dense)[: target - kept]
-        zs.append(z[take]), kinds.append(kind[take]), ws.append(w[take])
+        parts.append((z[take], kind[take], w[take], wp[take], info["left_psd"][take],
+                      info["left_psd_runs"][take, 1], info["n_iter"][take]))
         kept += take.size
         drawn += chunk
         print(f"  [candidates] drawn {drawn}, dense kept {kept}/{target} "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    z, kind, w_alm = np.concatenate(zs), np.concatenate(kinds), np.concatenate(ws)
+              f"({time.perf_counter() - t0:.1f} s, of which EnumPGD {t_pgd:.1f} s)", flush=True)
+    z, kind, w_alm, w_pgd, left_any, left, n_iter = (np.concatenate(c) for c in zip(*parts))
+    left_any, left = left_any.astype(bool), left.astype(bool)  # left: the dense run (column 1)
     N = z.shape[0]
     f_alm = prox_objective(w_alm, z, LAM)[:, 0]
-
-    t1 = time.perf_counter()
-    w_pgd, info = enum_pgd_sorted(z, LAM, 2, 1e-12, 100_000, return_info=True)
-    left_any = np.asarray(info["left_psd"], dtype=bool)
-    left = np.asarray(info["left_psd_runs"], dtype=bool)[:, 1]  # column 1: the dense run
-    n_iter = np.asarray(info["n_iter"])
-    print(f"  [EnumPGD] {N} instances in {time.perf_counter() - t1:.1f} s", flush=True)
     f_pgd = prox_objective(w_pgd, z, LAM)[:, 0]
     rel_pa = np.abs(f_pgd - f_alm) / np.maximum(1.0, np.abs(f_alm))
     mism = (rel_pa > F_TOL) | (np.max(np.abs(w_pgd - w_alm), axis=1) > W_TOL)
@@ -208,12 +211,12 @@ def run(out_dir, quick=False):
     in_ctrl = np.searchsorted(recheck, control)
     flag_vs_own = int(np.count_nonzero(left_own[in_ctrl] & ~left[control]))
 
-    figure("generation", f"{drawn} candidates drawn, {N} with a dense ALM optimum kept "
+    figure("generation", f"{drawn} candidates drawn, {N} with a dense ALM or PGD optimum kept "
                          f"(families iid/tied z2:4/tied z1:3/all tied: "
                          f"{[int(np.sum(kind <= 2))] + [int(np.sum(kind == k)) for k in (3, 4, 5)]})")
-    figure("ALM filter vs IPM on random candidates", f"{bias[0]} candidates: dense optimum missed by ALM "
-                                                    f"{bias[1]}, ALM dense but optimum sparse {bias[2]}, "
-                                                    f"IPM better than ALM {bias[3]}")
+    figure("filter (ALM or PGD dense) vs best of ALM/PGD/IPM on random candidates",
+           f"{bias[0]} candidates, {bias[1]} with a dense optimum: missed by the filter {bias[2]}, "
+           f"kept but optimum sparse {bias[3]}")
     figure("EnumPGD left_psd flag: any run / dense run", f"{int(left_any.sum())} / {int(left.sum())}")
     figure("EnumPGD vs ALM", f"max rel. objective diff {rel_pa.max():.2e}, instances beyond "
                              f"1e-9 / 1e-5: {int(mism.sum())}")
