@@ -158,6 +158,8 @@ def main(argv=None):
                         "0.01 upward; 0.2 and 2.0 are lambda_k at k ~ 300 and ~ 530)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
                    help="methods of the full table")
+    p.add_argument("--threads", type=int, default=None,
+                   help="limit BLAS and Numba threads (default: leave as is)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="one small size (smoke test)")
     args = p.parse_args(argv)
@@ -167,8 +169,21 @@ def main(argv=None):
     if args.refine_steps < 0 or args.repeats < 1:
         p.error("--refine-steps must be >= 0 and --repeats >= 1")
 
+    if args.threads is not None:
+        if args.threads < 1:
+            p.error("--threads must be >= 1")
+        import numba
+        from threadpoolctl import threadpool_limits
+
+        numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+        threadpool_limits(limits=args.threads)
+    import numba
+    from threadpoolctl import threadpool_info
+
+    blas = ", ".join(f"{i['internal_api']} {i['num_threads']} thr" for i in threadpool_info())
     print(f"benchmarks/layer.py  cores visible: {os.cpu_count()}  load average (1 min): "
-          f"{os.getloadavg()[0]:.2f}  numpy {np.__version__}", flush=True)
+          f"{os.getloadavg()[0]:.2f}  numpy {np.__version__}  BLAS: {blas}  numba threads: "
+          f"{numba.get_num_threads()}", flush=True)
     for d_out, d_in in args.sizes:
         print(f"\n== layer {d_out} x {d_in} ==", flush=True)
         t0 = time.perf_counter()

@@ -19,6 +19,21 @@ from theory_checks.check_layer_toy import (
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Run these tests single-threaded: on the shared 2-core machine, BLAS and Numba thread
+    pools oversubscribe and make the many small products here 10-50x slower. Results do not
+    depend on it (all claims have tolerances); the previous limits are restored afterwards."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    numba.set_num_threads(before)
+
+
 def _random_psd(d, rank, rng):
     X = rng.standard_normal((d, rank))
     return X @ X.T / rank

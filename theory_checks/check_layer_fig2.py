@@ -10,10 +10,15 @@ Claims checked (tolerances stated up front):
 
 1. ``alpha = 1`` (diagonal H): by Theorem 1 the Wanda mask with the dense weights kept is
    optimal; we compute that optimum independently here (scores ``|w_j| H_jj^{1/2}``,
-   loss ``sum over pruned j of w_j^2 H_jj``). Every Hessian-aware method (wanda,
-   sparsegpt, maiht, iobs, prox), +GD, must reach it: relative loss within ``1e-6``
-   (relative) of the optimum, for every seed. Magnitude pruning ignores ``H_jj`` and is
-   *not* expected to coincide (Theorem 1 does not apply to it); it is printed only.
+   loss ``sum over pruned j of w_j^2 H_jj``). Every Hessian-aware method +GD must end at
+   the exact optimum of the problem it solves, for every seed (same mask, relative loss
+   within ``1e-6``): wanda, maiht and prox at the Theorem-1 optimum; sparsegpt and iobs
+   (whose mask solve is SparseGPT's) at the Theorem-1 optimum of the *damped* diagonal
+   ``H_jj + 0.01 mean(H_jj)``, because SparseGPT's OBS score on a diagonal H is
+   ``w_j^2 (H_jj + damp)``; their small gap to the true optimum (~1e-4) is printed. The
+   paper's plot cannot resolve gaps this small ("all coincide"); we test the exact
+   statement. Magnitude pruning ignores ``H_jj`` and is *not* expected to coincide
+   (Theorem 1 does not apply to it); it is printed only.
 2. ``alpha < 1``: prox+GD has the lowest mean (over seeds) relative loss of all six
    methods, up to a relative slack of ``1e-3``.
 """
@@ -27,6 +32,9 @@ from theory_checks._report import figure, header, savefig, verdict
 
 NAME = "layer_fig2"
 HESSIAN_AWARE = ("wanda", "sparsegpt", "maiht", "iobs", "prox")
+#: Methods whose mask solve is SparseGPT's, which damps H by percdamp * mean(diag H).
+DAMPED = ("sparsegpt", "iobs")
+SPARSEGPT_PERCDAMP = 0.01  # sparseopt.layer.sparsegpt default, as in Frantar & Alistarh
 TOL_ALPHA1 = 1e-6
 SLACK = 1e-3
 
@@ -65,10 +73,12 @@ def run_check(out_dir, quick=False):
     if quick:
         d, alphas, seeds = 128, (0.0, 0.5, 1.0), (0,)
     else:
-        d, alphas, seeds = 1024, tuple(np.round(np.linspace(0.0, 1.0, 11), 2)), (0, 1, 2)
+        d, seeds = 1024, (0, 1, 2)
+        alphas = tuple(float(a) for a in np.round(np.linspace(0.0, 1.0, 11), 2))
     header(NAME, f"prox24-kubler Fig. 2: d={d}, alphas={list(alphas)}, seeds={list(seeds)}, "
                  "all methods +1000 masked GD steps. Claim 1: at alpha=1 every Hessian-aware "
-                 f"method hits the Theorem-1 optimum (rel. tol {TOL_ALPHA1:g}); claim 2: for "
+                 "method hits the Theorem-1 optimum (sparsegpt/iobs: of the damped diagonal) "
+                 f"with the same mask (rel. tol {TOL_ALPHA1:g}); claim 2: for "
                  f"alpha<1 prox+GD has the lowest mean relative loss (slack {SLACK:g}).")
     sweep = fig2_sweep(d, alphas, seeds, refine_steps=1000)
     methods = sweep["methods"]
@@ -90,15 +100,29 @@ def run_check(out_dir, quick=False):
         ia = list(alphas).index(1.0)
         for js, seed in enumerate(seeds):
             W, H = fig2_problem(d, 1.0, seed=seed)
-            keep, opt = diagonal_optimum(W, np.diag(H))
-            figure(f"alpha=1 seed={seed}: Theorem-1 optimum rel. loss", f"{opt:.6f}")
+            h = np.diag(H)
+            keep, opt = diagonal_optimum(W, h)
+            # SparseGPT (and I-OBS, built on it) rank by w^2 / [(H + damp I)^{-1}]_jj
+            # = w^2 (H_jj + damp) on a diagonal H: Theorem 1 for the damped diagonal.
+            keep_d, _ = diagonal_optimum(W, h + SPARSEGPT_PERCDAMP * np.mean(h))
+            opt_d = float(np.sum((W**2 * h)[~keep_d]) / np.sum(W**2 * h))
+            figure(f"alpha=1 seed={seed}: Theorem-1 optimum rel. loss", f"{opt:.6f}  (damped "
+                   f"diagonal, the SparseGPT target: {opt_d:.6f}, relative "
+                   f"{(opt_d - opt) / opt:+.2e})")
             for im, m in enumerate(methods):
+                target, tkeep = (opt_d, keep_d) if m in DAMPED else (opt, keep)
                 gap = (rel[im, ia, js] - opt) / opt
-                same_mask = np.array_equal(sweep["masks"][(m, ia, js)], keep)
-                tag = "" if m in HESSIAN_AWARE else "  (not Hessian-aware: not required)"
-                figure(f"  {m}+GD", f"rel. loss {rel[im, ia, js]:.6f}, relative gap "
-                       f"{gap:+.2e}, same mask as optimum: {same_mask}{tag}")
-                if m in HESSIAN_AWARE and not abs(gap) <= TOL_ALPHA1:
+                gap_t = (rel[im, ia, js] - target) / target
+                same_mask = np.array_equal(sweep["masks"][(m, ia, js)], tkeep)
+                if m not in HESSIAN_AWARE:
+                    tag = "  (not Hessian-aware: not required)"
+                elif m in DAMPED:
+                    tag = f"  (target: damped optimum; gap to it {gap_t:+.2e})"
+                else:
+                    tag = ""
+                figure(f"  {m}+GD", f"rel. loss {rel[im, ia, js]:.6f}, relative gap to the "
+                       f"optimum {gap:+.2e}, same mask as its target: {same_mask}{tag}")
+                if m in HESSIAN_AWARE and not (abs(gap_t) <= TOL_ALPHA1 and same_mask):
                     claims[f"alpha=1 {m}"] = False
     else:
         claims = {k: False for k in claims}

@@ -42,7 +42,7 @@ def run(out_dir, quick=False):
     if quick:
         d, seeds, betas, lam_tildes = 64, (0,), (1.02, 1.1), (1e-3, 1e-1)
     else:
-        d, seeds = 256, (0, 1)
+        d, seeds = 1024, (0, 1, 2)
         betas, lam_tildes = (1.005, 1.01, 1.02, 1.05, 1.1), (1e-4, 1e-3, 1e-2, 1e-1)
     alpha = 0.5
     header(NAME, f"prox24-kubler Fig. 3 / eq. 15 on the Fig. 2 problem (d={d}, alpha={alpha}, "
