@@ -160,3 +160,18 @@ def test_prox_bad_options():
         prune(W, H, method="prox", pattern=TopK(2))
     with pytest.raises(TypeError, match="lam"):
         prune(W, H, method="prox", lam=0.1)
+
+
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 3), (3, 8)])
+def test_nm_fraction_matches_count_nonzero(n, m):
+    from sparseopt.layer.prox import _frob_inner, _nm_fraction
+
+    rng = np.random.default_rng(9)
+    for dtype in (np.float32, np.float64):
+        W = rng.standard_normal((5, 6 * m)).astype(dtype)
+        W[rng.random(W.shape) < 0.5] = 0
+        W[0, :m] = -0.0  # negative zeros count as zeros
+        ref = np.mean(np.count_nonzero(W.reshape(5, -1, m), axis=-1) <= n)
+        assert _nm_fraction(W, n, m) == ref
+        B = rng.standard_normal(W.shape).astype(dtype)
+        assert _frob_inner(W, B) == pytest.approx(np.sum(W.astype(np.float64) * B), rel=1e-12)

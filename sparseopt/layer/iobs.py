@@ -87,7 +87,7 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         W_hat, mask, _, sg_info = sparsegpt_prune(Wc, H, pattern, percdamp=percdamp,
                                                   blocksize=blocksize)
         R = W_hat @ Hd - GS  # (W_hat - W*) H: gives the loss and the first gradient
-        loss = float(np.sum(R.astype(np.float64) * (W_hat - W).astype(np.float64)))
+        loss = float(np.einsum("ij,ij->i", R, W_hat - W, dtype=np.float64).sum())
         hist["loss"].append(loss)
         hist["time"].append(time.perf_counter() - t0)
         if verbose:

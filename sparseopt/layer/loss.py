@@ -177,8 +177,8 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     losses = np.empty(steps if record else 0)
     for k in range(steps):
         R = Wk @ Hd - GS  # = (W - W*) H
-        if record:
-            losses[k] = float(np.sum(R.astype(np.float64) * (Wk.astype(np.float64) - Ws)))
+        if record:  # float64 accumulation without float64 temporaries
+            losses[k] = float(np.einsum("ij,ij->i", R, Wk - Ws, dtype=np.float64).sum())
         Wk -= two_eta * (maskd * R)
     return Wk, losses
 

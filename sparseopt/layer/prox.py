@@ -34,8 +34,18 @@ def rescale_wanda(W_star, H):
 
 
 def _nm_fraction(W, n, m):
-    g = W.reshape(W.shape[0], -1, m)
-    return float(np.mean(np.count_nonzero(g, axis=-1) <= n))
+    """Fraction of groups with at most n nonzeros (m slice additions of a small int type
+    are ~8x faster than count_nonzero along a short last axis)."""
+    nz = (W != 0).reshape(W.shape[0], -1, m).view(np.uint8)
+    count = nz[..., 0].astype(np.uint8 if m < 256 else np.int32)
+    for t in range(1, m):
+        count += nz[..., t]
+    return float(np.mean(count <= n))
+
+
+def _frob_inner(A, B) -> float:
+    """sum(A * B) accumulated in float64 without float64 temporaries."""
+    return float(np.einsum("ij,ij->i", A, B, dtype=np.float64).sum())
 
 
 def prox_prune(
@@ -167,10 +177,13 @@ def prox_prune(
         bar = tqdm(total=max_iter, desc="prox", unit="it")
     done = pattern.satisfied(Wk)
     while not done and k < max_iter:
-        R = Wk @ Hd - GS  # (W - W*) H
+        R = Wk @ Hd
+        R -= GS  # (W - W*) H
         if k > 0:  # loss of the previous iterate, free from the gradient product
-            hist["loss"].append(float(np.sum(R.astype(np.float64) * (Wk - Wt_star))))
-        Wk = prox_nm(Wk - two_eta * R, lam, n, m, method=prox_method, tol=prox_tol)
+            hist["loss"].append(_frob_inner(R, Wk - Wt_star))
+        R *= -two_eta
+        R += Wk  # gradient step (eq. 4), in place
+        Wk = prox_nm(R, lam, n, m, method=prox_method, tol=prox_tol)
         hist["lam"].append(lam)
         frac = _nm_fraction(Wk, n, m)
         hist["nm_fraction"].append(frac)
@@ -185,7 +198,7 @@ def prox_prune(
                                 nm=f"{frac:.3f}")
     if k > 0:
         D = (Wk - Wt_star).astype(np.float64)
-        hist["loss"].append(float(np.sum((D @ Ht) * D)))
+        hist["loss"].append(_frob_inner(D @ Ht, D))
     if bar is not None:
         bar.close()
     projected = not done
