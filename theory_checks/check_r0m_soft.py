@@ -36,7 +36,7 @@ def run(out_dir, quick=False):
 
     header(NAME, "prox of lam r_{0:M} = lam ||.||_1 is soft-thresholding sign(y) max(|y| - lam, 0)")
     rng = np.random.default_rng(0)
-    groups = 500 if quick else 20000
+    groups = 500 if quick else 5000
     lams = [0.0, 0.1, 0.5, 1.0, 3.0]
     worst = {}
     refused = []
