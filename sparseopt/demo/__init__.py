@@ -14,9 +14,9 @@ import time
 def sections():
     """The report's sections, in order. Imported lazily so that ``import sparseopt``
     stays light (matplotlib, CVXPY)."""
-    from . import layer, prox_paths
+    from . import layer, prox_paths, recovery
 
-    return [prox_paths.section, layer.section]
+    return [prox_paths.section, layer.section, recovery.section]
 
 
 def run_demo(out=None, quick: bool = False) -> str:
