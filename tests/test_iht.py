@@ -5,7 +5,7 @@ import pytest
 
 from sparseopt import NM, TopK
 from sparseopt.objectives import LayerLoss, LeastSquares, Logistic, Quadratic, Smooth
-from sparseopt.solvers import iht
+from sparseopt.solvers import iht, maiht
 
 
 def best_subset(X, y, k):
@@ -212,6 +212,17 @@ def test_remark_2_2_first_step_from_w_hat_is_magnitude_pruning():
     np.testing.assert_array_equal(r.x, np.where(np.abs(W_star) > t, W_star, 0.0))
     r = iht(f, pattern=NM(2, 4), max_iter=1, tol=0.0)
     np.testing.assert_array_equal(r.x, NM(2, 4).project(W_star))
+
+
+def test_max_iter_zero_still_returns_a_feasible_point():
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((8, 30))
+    f = LayerLoss(rng.standard_normal((3, 8)), A @ A.T / 30)
+    for solver in (iht, maiht):
+        r = solver(f, pattern=NM(2, 4), max_iter=0, refine_steps=5)
+        assert NM(2, 4).satisfied(r.x) and r.nit == 5
+        r = solver(f, target_nnz=6, max_iter=0)
+        assert np.count_nonzero(r.x) == 6
 
 
 def test_k_zero_and_k_equal_p():

@@ -221,6 +221,10 @@ def finish(problem, x, hist, t0, nit, stop_reason, refine_steps, extra_info):
             info["projected_to_target"] = True
         x = np.where(support, x, np.zeros((), dtype=x.dtype))
     else:
+        if problem.pattern is not None and not problem.pattern.satisfied(x):
+            # only when no thresholding step ran (max_iter = 0): never return an infeasible x
+            x = problem.pattern.project(x)
+            info["projected_to_pattern"] = True
         support = x != 0
     info["refine_start"] = nit
     if refine_steps:
