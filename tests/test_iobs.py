@@ -418,3 +418,33 @@ def test_stochastic_iobs_bad_input():
     bad = SampledGradient(10, lambda w, idx: np.ones(3))
     with pytest.raises(ValueError, match="sampler.grad returned shape"):
         stochastic_iobs(f, 2, batch_size=2, sampler=bad)
+
+
+def test_nonfinite_gradient_or_hessian_is_reported():
+    nan_grad = Smooth(lambda w: 0.0, lambda w: np.full(4, np.nan), lambda w: np.eye(4), shape=(4,))
+    with pytest.raises(ValueError, match=r"objective.grad\(x\) contains NaN"):
+        topk_iobs(nan_grad, pattern=TopK(2))
+    inf_hess = Smooth(lambda w: 0.0, lambda w: w, lambda w: np.diag([1.0, np.inf, 1.0, 1.0]), shape=(4,))
+    with pytest.raises(ValueError, match=r"objective.hessian\(x\) contains NaN"):
+        iobs(inf_hess, 2)
+    X = np.random.default_rng(21).standard_normal((10, 4))
+    f = LeastSquares(X, np.ones(10))
+    bad = SampledGradient(10, lambda w, idx: np.full(4, np.inf))
+    with pytest.raises(ValueError, match=r"sampler.grad\(x, idx\) contains NaN"):
+        stochastic_iobs(f, 2, batch_size=2, sampler=bad)
+
+
+def test_iobs_keeps_float32_and_scales_with_bnb_near_sparse_optimum():
+    rng = np.random.default_rng(22)
+    d, kstar, k = 40, 5, 10  # C(40, 10) ~ 8.5e8 supports: only branch-and-bound is practical
+    X = rng.standard_normal((120, d))
+    theta_star = sparse_vec(rng, d, kstar)
+    f = LeastSquares(X, X @ theta_star)
+    r = iobs(f, k, max_iter=3)
+    assert r.info["mask_solver"][0] == "bnb"
+    np.testing.assert_allclose(r.x, theta_star, atol=1e-9)
+    assert r.history["model_increase"][1] == pytest.approx(0.0, abs=1e-12)
+    f32 = LeastSquares(X.astype(np.float32), (X @ theta_star).astype(np.float32))
+    r32 = iobs(f32, k, max_iter=2)
+    assert r32.x.dtype == np.float32
+    np.testing.assert_allclose(r32.x, theta_star, atol=1e-3)

@@ -225,7 +225,7 @@ def best_mask(
 
 def _enumerate(v, H, k):
     """All C(d, k) supports; value v'Hv - b_Q'H_QQ^{-1}b_Q or v_S'[(H^-1)_SS]^-1 v_S, whichever
-    system is smaller. Ties go to the first support in lexicographic order of Q."""
+    system is smaller. Ties go to the first support enumerated."""
     d = v.shape[0]
     if k == d or k == 0:
         return np.full(d, k == d), 1, {}
