@@ -448,3 +448,17 @@ def test_iobs_keeps_float32_and_scales_with_bnb_near_sparse_optimum():
     r32 = iobs(f32, k, max_iter=2)
     assert r32.x.dtype == np.float32
     np.testing.assert_allclose(r32.x, theta_star, atol=1e-3)
+
+
+def test_numerically_singular_hessian_is_not_inverted():
+    """A rank-deficient PSD Hessian may factor with round-off pivots; it must still be refused."""
+    rng = np.random.default_rng(23)
+    B = rng.standard_normal((6, 3))
+    H = B @ B.T  # rank 3
+    f = Quadratic(H, rng.standard_normal(6))
+    with pytest.raises(ValueError, match="not positive definite"):
+        topk_iobs(f, pattern=TopK(2))
+    with pytest.raises(ValueError, match="positive definite"):
+        iobs_step(np.ones(6), np.zeros(6), H, 3)
+    r = topk_iobs(f, pattern=TopK(2), damping=1e-2, max_iter=1)
+    assert np.all(np.isfinite(r.x))

@@ -148,3 +148,9 @@ def test_bad_options():
         best_mask(np.ones(3), np.eye(3), 1, max_nodes=0)
     with pytest.raises(ValueError, match="rtol"):
         best_mask(np.ones(3), np.eye(3), 1, rtol=-1.0)
+
+
+def test_numerically_singular_H_is_refused():
+    B = np.random.default_rng(7).standard_normal((6, 3))
+    with pytest.raises(ValueError, match="H must be positive definite"):
+        best_mask(np.ones(6), B @ B.T, 3)

@@ -105,6 +105,20 @@ def _hessian(objective, x, shape) -> np.ndarray:
     return H
 
 
+def _cholesky(H: np.ndarray):
+    """Cholesky factor (cho_factor form) of H, or None if H is not numerically positive definite:
+    the factorization fails, or its pivots span more than 1/(p eps) in square (a singular PSD
+    matrix can factor with round-off sized pivots and would give a meaningless Newton step)."""
+    try:
+        cf = scipy.linalg.cho_factor(H, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    piv = np.abs(np.diag(cf[0]))
+    if piv.size and (piv.min() / piv.max()) ** 2 < H.shape[0] * np.finfo(np.float64).eps:
+        return None
+    return cf
+
+
 def _factor(H: np.ndarray, damping, where: str):
     """Cholesky factor of H (or H + delta I, delta = damping * mean diag H). ValueError when
     the (damped) matrix is not positive definite."""
@@ -117,9 +131,8 @@ def _factor(H: np.ndarray, damping, where: str):
             )
         delta = damping * mean_diag
     Hd = H + delta * np.eye(H.shape[0]) if delta else H
-    try:
-        return scipy.linalg.cho_factor(Hd, lower=True, check_finite=False), delta
-    except np.linalg.LinAlgError:
+    cf = _cholesky(Hd)
+    if cf is None:
         hint = (
             "; pass damping=delta to use H + delta*mean(diag H)*I"
             if damping is None
@@ -128,7 +141,8 @@ def _factor(H: np.ndarray, damping, where: str):
         raise ValueError(
             f"objective.hessian(x) is not positive definite {where} (singular or indefinite), "
             f"a Newton step is undefined{hint}"
-        ) from None
+        )
+    return cf, delta
 
 
 def _newton_direction(cf, g: np.ndarray, n_side: int) -> np.ndarray:
@@ -331,10 +345,9 @@ def iobs_step(
     check_finite(H, "H")
     out_dtype = theta.dtype if theta.dtype in (np.float32, np.float64) else np.dtype(np.float64)
     H64 = H.astype(np.float64)
-    try:
-        cf = scipy.linalg.cho_factor(H64, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        raise ValueError("H must be positive definite (Lemma 2 of iobs-wu needs H_t > 0)") from None
+    cf = _cholesky(H64)
+    if cf is None:
+        raise ValueError("H must be positive definite (Lemma 2 of iobs-wu needs H_t > 0)")
     newton = theta.astype(np.float64) - scipy.linalg.cho_solve(cf, grad.astype(np.float64))
     res = best_mask(newton, H64, k, method=mask_solver, max_nodes=max_nodes)
     theta_next = res.theta.astype(out_dtype)

@@ -211,7 +211,10 @@ def best_mask(
     if not (np.isfinite(rtol) and rtol >= 0):
         raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
     d = v.shape[0]
-    _cholesky_pd(H, "H")
+    piv = np.abs(np.diag(_cholesky_pd(H, "H")))
+    # round-off sized pivots: numerically singular (principal blocks are no better conditioned)
+    if d and (piv.min() / piv.max()) ** 2 < d * np.finfo(np.float64).eps:
+        raise ValueError("H must be positive definite (it is numerically singular)")
     if method == "auto":
         method = "enumerate" if math.comb(d, k) <= enumerate_limit else "bnb"
     t0 = time.perf_counter()
