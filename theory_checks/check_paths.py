@@ -63,7 +63,7 @@ def run(out_dir, quick=False):
         worst_pair = max(obj_pair, key=obj_pair.get)
         if obj > OBJ_TOL:
             k = int(np.argmax(np.abs(f[worst_pair[0]] - f[worst_pair[1]])))
-            figure(f"{label}: worst disagreement", f"lam={lams[k]!r}: " + ", ".join(
+            figure(f"{label}: worst disagreement", f"lam={float(lams[k])!r}: " + ", ".join(
                 f"{meth} w={np.round(paths[meth][k], 6).tolist()} f={f[meth][k]:.10f}" for meth in paths))
         worst_obj, worst_w = max(worst_obj, obj), max(worst_w, wd)
         lam3, lam2 = lemma10_thresholds(np.sort(np.abs(y))[::-1])
