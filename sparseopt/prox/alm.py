@@ -75,38 +75,15 @@ def default_tol(dtype) -> float:
 # --------------------------------------------------------------------------------------
 # Numba kernels (float64 arithmetic inside; inputs float32 or float64)
 #
-# The helpers are inlined at the Numba IR level: a non-inlined call that passes arrays pays
-# reference-count updates on every call, which cost more than the arithmetic here.
+# The small helpers are inlined at the Numba IR level: a non-inlined call that passes arrays
+# costs more than the arithmetic here. The parallel driver calls one non-inlined function per
+# chunk of groups, so the big body is compiled once per input dtype.
 # --------------------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
-def _esym_skip(w, s, skip_a, skip_b, k, e):
-    """e_k of w[0:s] leaving out indices skip_a and skip_b (-1: none); e is scratch.
-
-    Same recursion as ``regularizers.elementary_symmetric``; k <= 3 (every 2:M and 3:M
-    call) runs on scalars.
-    """
-    if k < 0:
-        return 0.0
-    if k == 0:
-        return 1.0
-    if k <= 3:
-        e1 = 0.0
-        e2 = 0.0
-        e3 = 0.0
-        for i in range(s):
-            if i == skip_a or i == skip_b:
-                continue
-            x = w[i]
-            e3 += x * e2
-            e2 += x * e1
-            e1 += x
-        if k == 1:
-            return e1
-        if k == 2:
-            return e2
-        return e3
+@njit(cache=True)
+def _esym_general(w, s, skip_a, skip_b, k, e):
+    """e_k (k > 3) of w[0:s] without indices skip_a, skip_b; recursion into scratch e."""
     for j in range(k + 1):
         e[j] = 0.0
     e[0] = 1.0
@@ -120,6 +97,36 @@ def _esym_skip(w, s, skip_a, skip_b, k, e):
         for j in range(top, 0, -1):
             e[j] += wi * e[j - 1]
     return e[k]
+
+
+@njit(cache=True, inline="always")
+def _esym_skip(w, s, skip_a, skip_b, k, e):
+    """e_k of w[0:s] leaving out indices skip_a and skip_b (-1: none); e is scratch.
+
+    Same recursion as ``regularizers.elementary_symmetric``; k <= 3 (every 2:M and 3:M
+    call) runs on scalars, larger k in ``_esym_general``.
+    """
+    if k < 0:
+        return 0.0
+    if k == 0:
+        return 1.0
+    if k > 3:
+        return _esym_general(w, s, skip_a, skip_b, k, e)
+    e1 = 0.0
+    e2 = 0.0
+    e3 = 0.0
+    for i in range(s):
+        if i == skip_a or i == skip_b:
+            continue
+        x = w[i]
+        e3 += x * e2
+        e2 += x * e1
+        e1 += x
+    if k == 1:
+        return e1
+    if k == 2:
+        return e2
+    return e3
 
 
 @njit(cache=True, inline="always")
@@ -293,29 +300,32 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
     return sweeps, maxed
 
 
-@njit(cache=True, parallel=True)
-def _enum_alm_groups(y, lam, n, tol, max_iter, out, sweeps, maxed):
-    """EnumALM on every row of y (G, m): abs, stable descending sort, solve, unsort, signs.
+@njit(cache=True)
+def _solve_chunk(y, start, stop, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
+    """EnumALM on rows [start, stop) of y (G, m), in one call (one call per chunk keeps the
+    call overhead out of the per-group cost).
 
-    One pass per group; y may be float32 or float64, arithmetic is float64, ``out`` has
-    the dtype of y.
+    presorted=False: abs, stable descending insertion sort, solve, unsort, signs, all per
+    group. presorted=True: rows are already sorted and non-negative; solve only.
+    y may be float32 or float64; arithmetic is float64; out has the dtype of y.
     """
-    G, m = y.shape
-    chunk = 512
-    n_chunks = (G + chunk - 1) // chunk
-    for c in prange(n_chunks):
-        z = np.empty(m, np.float64)
-        perm = np.empty(m, np.int64)
-        wbest = np.empty(m, np.float64)
-        w = np.empty(m, np.float64)
-        wn = np.empty(m, np.float64)
-        F = np.empty(m, np.float64)
-        low = np.empty(m, np.float64)
-        act = np.empty(m, np.int64)
-        e = np.empty(m + 2, np.float64)
-        J = np.empty((m, m), np.float64)
-        g_end = min(G, (c + 1) * chunk)
-        for g in range(c * chunk, g_end):
+    m = y.shape[1]
+    z = np.empty(m, np.float64)
+    perm = np.empty(m, np.int64)
+    wbest = np.empty(m, np.float64)
+    w = np.empty(m, np.float64)
+    wn = np.empty(m, np.float64)
+    F = np.empty(m, np.float64)
+    low = np.empty(m, np.float64)
+    act = np.empty(m, np.int64)
+    e = np.empty(m + 2, np.float64)
+    J = np.empty((m, m), np.float64)
+    for g in range(start, stop):
+        if presorted:
+            for k in range(m):
+                z[k] = y[g, k]
+                perm[k] = k
+        else:
             # insertion sort of |y| descending; strict '<' keeps ties in index order
             for k in range(m):
                 v = abs(np.float64(y[g, k]))
@@ -326,41 +336,27 @@ def _enum_alm_groups(y, lam, n, tol, max_iter, out, sweeps, maxed):
                     j -= 1
                 z[j] = v
                 perm[j] = k
-            it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
-            sweeps[g] = it
-            maxed[g] = mx
-            for k in range(m):
-                p = perm[k]
-                v = wbest[k]
-                out[g, p] = (0.0 - v) if y[g, p] < 0 else v  # no negative zeros
-    return out
+        it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
+        sweeps[g] = it
+        maxed[g] = mx
+        for k in range(m):
+            p = perm[k]
+            v = wbest[k]
+            out[g, p] = (0.0 - v) if y[g, p] < 0 else v  # 0.0 - 0.0 is +0.0: no negative zeros
+    return 0
+
+
+_CHUNK = 256
 
 
 @njit(cache=True, parallel=True)
-def _enum_alm_sorted_groups(z_in, lam, n, tol, max_iter, out, sweeps, maxed):
-    """EnumALM on rows that are already sorted descending and non-negative."""
-    G, m = z_in.shape
-    chunk = 512
-    n_chunks = (G + chunk - 1) // chunk
+def _enum_alm_groups(y, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
+    """Parallel driver: chunks of groups over threads (prange), each solved by _solve_chunk."""
+    G = y.shape[0]
+    n_chunks = (G + _CHUNK - 1) // _CHUNK
     for c in prange(n_chunks):
-        z = np.empty(m, np.float64)
-        wbest = np.empty(m, np.float64)
-        w = np.empty(m, np.float64)
-        wn = np.empty(m, np.float64)
-        F = np.empty(m, np.float64)
-        low = np.empty(m, np.float64)
-        act = np.empty(m, np.int64)
-        e = np.empty(m + 2, np.float64)
-        J = np.empty((m, m), np.float64)
-        g_end = min(G, (c + 1) * chunk)
-        for g in range(c * chunk, g_end):
-            for k in range(m):
-                z[k] = z_in[g, k]
-            it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
-            sweeps[g] = it
-            maxed[g] = mx
-            for k in range(m):
-                out[g, k] = wbest[k]
+        stop = min(G, (c + 1) * _CHUNK)
+        _solve_chunk(y, c * _CHUNK, stop, presorted, lam, n, tol, max_iter, out, sweeps, maxed)
     return out
 
 
@@ -374,7 +370,7 @@ def _run_groups(y2d, lam, n, tol, max_iter):
     out = np.empty_like(y2d)
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
-    _enum_alm_groups(y2d, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    _enum_alm_groups(y2d, False, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
     return out, sweeps, maxed
 
 
@@ -421,7 +417,7 @@ def enum_alm_sorted(z, lam, n, tol, max_iter, *, return_info=False):
     out = np.empty_like(zc)
     sweeps = np.zeros(zc.shape[0], dtype=np.int64)
     maxed = np.zeros(zc.shape[0], dtype=np.bool_)
-    _enum_alm_sorted_groups(zc, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    _enum_alm_groups(zc, True, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
     if return_info:
         return out, {"n_iter": sweeps, "max_iter_reached": maxed}
     return out

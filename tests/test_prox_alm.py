@@ -1,0 +1,244 @@
+"""EnumALM and the closed forms against independent brute force and the NumPy twin."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from sparseopt.prox import prox_nm
+from sparseopt.prox.alm import alm_trace, enum_alm_numpy, enum_alm_sorted
+from sparseopt.regularizers import elementary_symmetric, prox_objective
+
+
+def _esym_all(u, k):
+    """e_0..e_k of u by the product recursion (plain, independent of the package)."""
+    e = np.zeros(k + 1)
+    e[0] = 1.0
+    for x in u:
+        e[1:] = e[1:] + x * e[:-1]
+    return e
+
+
+def f_sorted(w, z, lam, n):
+    """0.5 ||w - z||^2 + lam e_{n+1}(w) for w >= 0 (the objective after Lemma 3)."""
+    return 0.5 * np.sum((w - z) ** 2) + lam * _esym_all(w, n + 1)[n + 1]
+
+
+def fun_grad(u, zS, lam, n, rest):
+    """Objective and gradient; e_n(u without i) by deflation e_j(u-i) = e_j - u_i e_{j-1}(u-i)."""
+    e = _esym_all(u, n + 1)
+    d = np.ones_like(u)  # e_0(u without i)
+    for j in range(1, n + 1):
+        d = e[j] - u * d
+    g = u - zS + lam * d if n > 0 else u - zS + lam
+    return 0.5 * np.sum((u - zS) ** 2) + lam * e[n + 1] + rest, g
+
+
+def bruteforce_group(y, lam, n, starts=3, seed=0):
+    """Independent prox value of one group: multi-start L-BFGS-B on every support of size > n.
+
+    Works on the original y (no sort, no use of Lemma 3 or of ALM): for every index set S
+    with |S| > n the variables outside S are 0 and |w_S| minimizes the objective over the
+    orthant (flipping a sign of w toward y lowers the quadratic and keeps r). |S| <= n is
+    covered by keeping the n largest |y| (then r = 0). Returns the best value found.
+    """
+    rng = np.random.default_rng(seed)
+    m = y.size
+    a = np.abs(y)
+    best = 0.5 * np.sum(np.sort(a)[: m - n] ** 2)
+    for k in range(n + 1, m + 1):
+        for S in itertools.combinations(range(m), k):
+            zS = a[list(S)]
+            rest = 0.5 * (np.sum(a**2) - np.sum(zS**2))
+            x0s = [zS.copy()] + [rng.uniform(0, 1, k) * zS for _ in range(starts - 1)]
+            for x0 in x0s:
+                r = minimize(fun_grad, x0, args=(zS, lam, n, rest), jac=True, method="L-BFGS-B",
+                             bounds=[(0, None)] * k,
+                             options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 400})
+                best = min(best, float(r.fun))
+    return best
+
+
+# ----------------------------------------------------------------------------- vs brute force
+
+
+def test_alm_2_4_matches_bruteforce_1e10():
+    rng = np.random.default_rng(0)
+    Y = rng.standard_normal((16, 4))
+    for lam in [0.05, 0.3, 0.8]:
+        W = prox_nm(Y, lam)
+        ours = prox_objective(W, Y, lam).ravel()
+        for g in range(Y.shape[0]):
+            bf = bruteforce_group(Y[g], lam, 2, starts=3, seed=g)
+            assert ours[g] <= bf + 1e-10, (lam, g, ours[g], bf)
+            assert bf <= ours[g] + 1e-7  # the brute force is itself accurate
+
+
+@pytest.mark.parametrize("n,m", [(2, 3), (3, 4), (2, 5), (2, 8), (4, 8)])
+def test_alm_general_nm_matches_bruteforce(n, m):
+    rng = np.random.default_rng(10 * n + m)
+    G = 2 if m == 8 else (3 if m == 5 else 6)
+    Y = rng.standard_normal((G, m))
+    for lam in [0.15] if m == 8 else [0.1, 0.5]:
+        W = prox_nm(Y, lam, n, m)
+        ours = prox_objective(W, Y, lam, n, m).ravel()
+        for g in range(G):
+            bf = bruteforce_group(Y[g], lam, n, starts=1 if m == 8 else 2, seed=g)
+            assert ours[g] <= bf + 1e-10, (n, m, lam, g, ours[g], bf)
+            assert bf <= ours[g] + 1e-7
+
+
+def test_many_cells_2_4_kkt_and_decrease_vs_candidates():
+    """On many random cells the ALM answer is a KKT point of the sorted problem and is no
+    worse than the 2-sparse candidate and than the projections of itself."""
+    rng = np.random.default_rng(5)
+    Y = rng.standard_normal((4000, 4)) * rng.uniform(0.1, 3, (4000, 1))
+    lam = 0.4
+    W = prox_nm(Y, lam)
+    z = np.abs(Y)
+    w = np.abs(W)
+    assert np.all(np.sign(W) * np.sign(Y) >= 0)
+    g = np.stack([w[:, i] - z[:, i] + lam * elementary_symmetric(np.delete(w, i, axis=1), 2)
+                  for i in range(4)], axis=1)
+    scale = z.max(axis=1, keepdims=True)
+    pos = w > 0
+    assert np.all(np.abs(g[pos]) <= 1e-9 * np.broadcast_to(scale, g.shape)[pos] + 1e-12)
+    assert np.all(g[~pos] >= -1e-9 * np.broadcast_to(scale, g.shape)[~pos])
+    two = np.where(np.argsort(np.argsort(-z, axis=1, kind="stable"), axis=1) < 2, Y, 0.0)
+    assert np.all(prox_objective(W, Y, lam) <= prox_objective(two, Y, lam) + 1e-12)
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("lam", [0.0, 0.2, 0.6, 0.95, 1.0, 1.7])
+def test_r1m_closed_form_matches_bruteforce(m, lam):
+    rng = np.random.default_rng(m)
+    Y = rng.standard_normal((4, m))
+    W = prox_nm(Y, lam, 1, m)
+    ours = prox_objective(W, Y, lam, 1, m).ravel()
+    for g in range(Y.shape[0]):
+        bf = bruteforce_group(Y[g], lam, 1, starts=2, seed=g)
+        assert ours[g] <= bf + 1e-10, (m, lam, g, ours[g], bf)
+    if lam >= 1.0:
+        assert np.all(np.count_nonzero(W, axis=1) <= 1)
+
+
+@pytest.mark.parametrize("lam", [0.1, 0.5, 0.9, 1.0, 2.0])
+def test_r1m_closed_form_matches_alm_kernel_m8(lam):
+    """Two independent routes for 1:8: the closed form and EnumALM with n = 1."""
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((200, 8))
+    z = -np.sort(-np.abs(Y), axis=1)
+    W = prox_nm(z, lam, 1, 8)
+    A = enum_alm_sorted(z, lam, 1, 1e-13, 20000)
+    d = prox_objective(W, z, lam, 1, 8).ravel() - prox_objective(A, z, lam, 1, 8).ravel()
+    assert np.all(d <= 1e-12), d.max()
+
+
+def test_r0m_is_soft_thresholding_and_matches_grid():
+    rng = np.random.default_rng(1)
+    y = rng.standard_normal(16)
+    lam = 0.35
+    w = prox_nm(y, lam, 0, 4)
+    np.testing.assert_allclose(w, np.sign(y) * np.maximum(np.abs(y) - lam, 0))
+    grid = np.linspace(-4, 4, 80001)
+    for yi, wi in zip(y, w):
+        best = np.min(0.5 * (grid - yi) ** 2 + lam * np.abs(grid))
+        assert 0.5 * (wi - yi) ** 2 + lam * abs(wi) <= best + 1e-12
+
+
+# ----------------------------------------------------------------------------- kernel vs twin
+
+
+def _adversarial(m, dtype, rng):
+    rows = [
+        rng.standard_normal((60, m)),
+        np.ones((2, m)),  # all equal
+        -np.ones((1, m)) * 0.8,
+        np.zeros((2, m)),  # zeros
+        np.round(rng.standard_normal((20, m)), 1),  # many ties
+        rng.standard_normal((10, m)) * np.array([1.0, 0.0] * (m // 2) + [0.0] * (m % 2)),
+        -np.abs(rng.standard_normal((10, m))),  # negatives
+    ]
+    return np.concatenate(rows).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,m", [(2, 4), (2, 3), (3, 4), (2, 8)])
+def test_kernel_agrees_with_numpy_twin(dtype, n, m):
+    rng = np.random.default_rng(7)
+    Y = _adversarial(m, dtype, rng)
+    Y0 = Y.copy()
+    for lam in [0.15, 0.5, 1.0]:
+        W = prox_nm(Y, lam, n, m, tol=1e-12)
+        T = enum_alm_numpy(Y, lam, n, m, 1e-12, 20000)
+        assert W.dtype == dtype and T.dtype == dtype
+        fw = prox_objective(W, Y, lam, n, m).ravel()
+        ft = prox_objective(T, Y, lam, n, m).ravel()
+        np.testing.assert_allclose(fw, ft, rtol=0, atol=1e-10 if dtype == np.float64 else 1e-5)
+        # tied magnitudes can give several optimal points; elsewhere the points agree too
+        distinct = np.all(np.diff(np.sort(np.abs(Y), axis=1), axis=1) > 0, axis=1)
+        assert distinct.sum() >= 60
+        atol = 1e-9 if dtype == np.float64 else 2e-6
+        np.testing.assert_allclose(W[distinct], T[distinct], rtol=0, atol=atol)
+        assert np.all((W == 0) | (np.sign(W) == np.sign(Y)))
+        assert not np.any(np.signbit(W) & (W == 0))  # no negative zeros
+    np.testing.assert_array_equal(Y, Y0)
+
+
+def test_sorted_kernel_matches_full_kernel():
+    rng = np.random.default_rng(8)
+    Y = rng.standard_normal((300, 4))
+    z = -np.sort(-np.abs(Y), axis=1)
+    for lam in [0.2, 0.7]:
+        ws, info = enum_alm_sorted(z, lam, 2, 1e-12, 10000, return_info=True)
+        wf = prox_nm(z, lam)
+        np.testing.assert_array_equal(ws, wf)
+        assert info["n_iter"].shape == (300,) and not info["max_iter_reached"].any()
+    with pytest.raises(ValueError, match="sorted"):
+        enum_alm_sorted(z[:, ::-1].copy(), 0.3, 2, 1e-12, 100)
+
+
+def test_shortcuts_are_exact_on_many_cells():
+    """Pruning and Newton steps change nothing: the kernel and the plain twin (no shortcuts)
+    agree in objective on cells spread over all three regimes."""
+    rng = np.random.default_rng(9)
+    Y = rng.standard_normal((400, 4))
+    lams = np.exp(rng.uniform(np.log(0.05), np.log(3.0), 400))
+    for g in range(0, 400, 50):
+        lam = float(lams[g])
+        W = prox_nm(Y[g : g + 50], lam)
+        T = enum_alm_numpy(Y[g : g + 50], lam, 2, 4, 1e-12, 20000)
+        Yb = Y[g : g + 50]
+        d = prox_objective(W, Yb, lam).ravel() - prox_objective(T, Yb, lam).ravel()
+        assert np.all(d <= 1e-12), (lam, d.max())
+
+
+# ----------------------------------------------------------------------------- ALM trace
+
+
+def test_alm_trace_sufficient_decrease_prop8():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        z = np.sort(np.abs(rng.standard_normal(4)))[::-1]
+        lam = float(rng.uniform(0.05, 1.0))
+        for s in (3, 4):
+            it = alm_trace(z, lam, 2, s, 30)
+            assert it.shape == (31, 4)
+            np.testing.assert_array_equal(it[0], np.where(np.arange(4) < s, z, 0))
+            f = np.array([f_sorted(w, z, lam, 2) for w in it])
+            step = 0.5 * np.sum(np.diff(it, axis=0) ** 2, axis=1)
+            assert np.all(f[:-1] >= f[1:] + step - 1e-12)
+
+
+def test_max_iter_warning():
+    Y = np.random.default_rng(12).standard_normal((50, 4))
+    with pytest.warns(RuntimeWarning, match="max_iter"):
+        prox_nm(Y, 0.3, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prox_nm(Y, 0.3)
