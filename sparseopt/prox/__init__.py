@@ -20,9 +20,10 @@ import numpy as np
 
 from ..patterns import check_finite
 from .alm import DEFAULT_MAX_ITER, _run_groups, default_tol
+from .certify import Certificate, certify  # imports CVXPY only when called
 from .closed_form import prox_r0m, prox_r1m
 
-__all__ = ["prox_nm", "certify", "METHODS"]
+__all__ = ["prox_nm", "certify", "Certificate", "METHODS"]
 
 #: Methods of ``prox_nm`` and the (n, m) they accept for n >= 2 (None: any).
 METHODS = {"alm": None, "pgd": ((2, 4), (2, 3)), "ipm": ((2, 4), (2, 3))}
@@ -180,19 +181,3 @@ def _sorted_domain(y, lam, n, m, method, tol, max_iter):
     np.put_along_axis(w, order, ws, axis=1)
     w = np.where(g < 0, 0.0 - w, w)  # 0.0 - 0.0 is +0.0: no negative zeros
     return w.reshape(y.shape).astype(y.dtype)
-
-
-def _certify_lazy(y, lam, w, n=2, m=4, *, tol=1e-6):
-    """SDP lower-bound certificate of a prox solution (``sparseopt.prox.certify.certify``).
-
-    Imported on first use so that ``import sparseopt.prox`` does not import CVXPY.
-    """
-    import importlib
-
-    impl = importlib.import_module(__name__ + ".certify").certify
-    # importing the submodule rebinds the package attribute ``certify``; restore the function
-    globals()["certify"] = _certify_lazy
-    return impl(y, lam, w, n, m, tol=tol)
-
-
-certify = _certify_lazy
