@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -194,8 +195,8 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
     M_d(y) = [y_{a+b}] >= 0 and the localizing matrices M_{d-1}(g y) >= 0 for
     g = u_i, z_i - u_i and u_i u_j. Hence the SDP optimum is <= the global minimum: a valid
     lower bound (up to the solver's accuracy; it is the primal SDP value, not a rounded
-    dual certificate). Each group is normalized to max |y| = 1 (with lam scaled by the
-    same factor, the prox objective scales by its square) before solving.
+    dual certificate). Each group is normalized to max |y| = 1 before solving: with
+    w = s u, y = s v the objective is s^2 (0.5 ||u - v||^2 + lam s^(N-1) e_{N+1}(u)).
 
     Examples
     --------
@@ -243,9 +244,12 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
             continue
         zp.value = z / sigma
         zz.value = np.outer(z / sigma, z / sigma)
-        lp.value = float(lam) * sigma
+        lp.value = float(lam) * sigma ** (n - 1)  # e_{N+1} is homogeneous of degree N+1
         try:
-            problem.solve(solver=solver, **opts)
+            with warnings.catch_warnings():
+                # "optimal_inaccurate" is reported per group in ``status`` instead
+                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                problem.solve(solver=solver, **opts)
         except cp.error.SolverError as exc:
             bound[gi], status[gi] = -np.inf, f"solver_error: {exc}"
             continue
