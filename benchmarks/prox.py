@@ -1,0 +1,92 @@
+"""Throughput of the 2:4 prox (EnumALM, and EnumPGD / EnumIPM on a subsample).
+
+Speed is reported as cells per second and as a ratio to the time NumPy needs merely to
+sort the same cells, ``np.sort(np.abs(Y), axis=-1)``, measured in the same run (best of
+``--repeat``; every solver is warmed up first so that Numba compilation is not timed).
+A ratio <= 1 means the whole prox costs no more than sorting.
+
+    python benchmarks/prox.py [--cells 4000000] [--lam 0.3] [--sub 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import time
+
+import numpy as np
+
+
+def best_time(fn, repeat):
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=4_000_000, help="number of 2:4 cells")
+    ap.add_argument("--lam", type=float, default=0.3, help="prox weight lambda")
+    ap.add_argument("--tol", type=float, default=1e-12, help="solver tolerance")
+    ap.add_argument("--sub", type=int, default=20_000, help="cells for PGD / IPM")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    import numba
+
+    from sparseopt.prox import prox_nm
+
+    print(f"[bench] numba threads: {numba.get_num_threads()}, cpus: {os.cpu_count()}", flush=True)
+    rng = np.random.default_rng(args.seed)
+    print(f"[bench] drawing Y ~ N(0, 1), shape ({args.cells}, 4)", flush=True)
+    Y64 = rng.standard_normal((args.cells, 4))
+    Y32 = Y64.astype(np.float32)
+
+    print("[bench] warming up (Numba compilation)", flush=True)
+    for Y in (Y64, Y32):
+        prox_nm(Y[:64], args.lam, tol=args.tol)
+
+    rows = []
+    for name, Y in (("float64", Y64), ("float32", Y32)):
+        print(f"[bench] {name}: NumPy sort baseline", flush=True)
+        t_sort = best_time(lambda: np.sort(np.abs(Y), axis=-1), args.repeat)
+        print(f"[bench] {name}: EnumALM", flush=True)
+        t_alm = best_time(lambda: prox_nm(Y, args.lam, method="alm", tol=args.tol), args.repeat)
+        rows.append((f"alm {name}", args.cells, t_alm, t_sort))
+        if name == "float64":
+            W = prox_nm(Y, args.lam, method="alm", tol=args.tol)
+            nnz = np.count_nonzero(W, axis=1)
+            mix = {k: float(np.mean(nnz == k)) for k in (0, 1, 2, 3, 4)}
+
+    sub = min(args.sub, args.cells)
+    Ys = Y64[:sub]
+    t_sort_sub = best_time(lambda: np.sort(np.abs(Ys), axis=-1), args.repeat)
+    for method in ("pgd", "ipm"):
+        if importlib.util.find_spec(f"sparseopt.prox.{method}") is None:
+            print(f"[bench] sparseopt.prox.{method} not available, skipped", flush=True)
+            continue
+        print(f"[bench] {method} float64 on {sub} cells (warm-up + best of {args.repeat})",
+              flush=True)
+        prox_nm(Ys[:64], args.lam, method=method)
+        t = best_time(lambda: prox_nm(Ys, args.lam, method=method), args.repeat)
+        rows.append((f"{method} float64", sub, t, t_sort_sub))
+
+    print()
+    print(f"2:4 prox, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
+    print("optimum mix (fraction of cells by nonzeros): "
+          + ", ".join(f"{k}-sparse {v:.3f}" for k, v in mix.items() if v > 0))
+    print(f"{'solver':<16}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
+          f"{'ratio to sort':>15}")
+    for name, cells, t, ts in rows:
+        print(f"{name:<16}{cells:>10d}{t:>10.3f}{cells / t:>12.3g}{cells / ts:>14.3g}"
+              f"{t / ts:>15.2f}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
