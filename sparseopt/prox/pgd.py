@@ -204,7 +204,9 @@ def enum_pgd_sorted(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False)
         ``left_psd_runs``, ``n_iter_runs``, ``stop_runs`` (G, m - 2): per run (column 0 the
         3-sparse run, column 1 the dense run); stop codes 0 = tolerance reached,
         1 = gradient-mapping norm increased, 2 = max_iter.
-        ``winner`` (G,) int: support size of the returned candidate (2, 3 or 4).
+        ``winner`` (G,) int: which candidate was returned: 2 (the 2-sparse one), 3 (the
+        3-sparse run) or 4 (the dense run). A run can end on a point with a smaller
+        support (e.g. the dense run at w_4 = 0), so count nonzeros for the support.
 
     Raises
     ------
