@@ -95,6 +95,10 @@ def test_pgd_info_and_limits():
     assert np.all(info["stop_runs"] == 2) and np.all(info["n_iter"] == 2)
     assert info["left_psd"].shape == (5,) and info["left_psd"].dtype == bool
     assert info["n_iter_runs"].shape == (5, 2)
+    # the Hessian tracking (only done for return_info) does not change the result
+    w_plain = enum_pgd_sorted(z, 0.3, 2)
+    w_info, _ = enum_pgd_sorted(z, 0.3, 2, return_info=True)
+    np.testing.assert_array_equal(w_plain, w_info)
     w0 = enum_pgd_sorted(np.zeros((2, 3)), 0.5, 2)
     assert np.array_equal(w0, np.zeros((2, 3)))
     # huge lam: the 2-sparse candidate, exactly

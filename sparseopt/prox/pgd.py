@@ -84,9 +84,10 @@ def _objective(w, z, lam, m):
 
 
 @njit(cache=True)
-def _pgd_run(z, lam, k, tol_abs, max_iter, w):
+def _pgd_run(z, lam, k, tol_abs, max_iter, w, track_psd):
     """Projected gradient from w = 0 on f_k; w (length >= k) is overwritten with the last
-    iterate. Returns (iterations taken, stop code, some iterate had a non-PD Hessian)."""
+    iterate. Returns (iterations taken, stop code, some iterate had a non-PD Hessian); the
+    Hessian test is skipped (and reported False) unless ``track_psd``."""
     g = np.empty(4)
     wn = np.empty(4)
     h = np.empty((4, 4))
@@ -107,7 +108,7 @@ def _pgd_run(z, lam, k, tol_abs, max_iter, w):
             return it, STOP_INCREASE, left
         for i in range(k):
             w[i] = wn[i]
-        if not left and not _hess_pd(w, lam, k, h):
+        if track_psd and not left and not _hess_pd(w, lam, k, h):
             left = True
         if r <= tol_abs:
             return it + 1, STOP_TOL, left
@@ -116,7 +117,7 @@ def _pgd_run(z, lam, k, tol_abs, max_iter, w):
 
 
 @njit(cache=True, parallel=True)
-def _enum_pgd_kernel(z, lam, tol, max_iter, out, n_iter, stop, left, winner):
+def _enum_pgd_kernel(z, lam, tol, max_iter, track_psd, out, n_iter, stop, left, winner):
     """EnumPGD on every row of z (float64, sorted, >= 0). Candidate runs: column 0 is the
     3-sparse run (k = 3), column 1 the dense run (k = 4, only when m = 4)."""
     gcount, m = z.shape
@@ -131,7 +132,7 @@ def _enum_pgd_kernel(z, lam, tol, max_iter, out, n_iter, stop, left, winner):
         w = np.zeros(m)
         for c in range(m - 2):
             k = 3 + c
-            nit, code, lft = _pgd_run(zg, lam, k, tol_abs, max_iter, w)
+            nit, code, lft = _pgd_run(zg, lam, k, tol_abs, max_iter, w, track_psd)
             n_iter[gi, c] = nit
             stop[gi, c] = code
             left[gi, c] = lft
@@ -244,7 +245,7 @@ def enum_pgd_sorted(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False)
     left = np.zeros((g, m - 2), dtype=np.bool_)
     winner = np.zeros(g, dtype=np.int8)
     if g:
-        _enum_pgd_kernel(z64, lam, tol, max_iter, out, n_iter, stop, left, winner)
+        _enum_pgd_kernel(z64, lam, tol, max_iter, bool(return_info), out, n_iter, stop, left, winner)
     w = out.astype(dtype)
     if return_info:
         return w, _info(n_iter, stop, left, winner)
