@@ -21,7 +21,7 @@ def objective(w, z, lam, m):
 @pytest.mark.parametrize("lam", [0.05, 0.4, 1.5])
 def test_ipm_matches_bruteforce(m, lam):
     rng = np.random.default_rng(100 + m)
-    y = rng.standard_normal((10, m))
+    y = rng.standard_normal((20, m))
     z = sort_abs(y)
     w = enum_ipm_sorted(z, lam, 2)
     ref = prox_bruteforce(z, lam, 2, m, starts=4, seed=1)
@@ -128,3 +128,18 @@ def test_ipm_bad_input(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         enum_ipm_sorted(args["z"], args["lam"], args["n"], args["tol"])
+
+
+@pytest.mark.parametrize("method", ["ipm", "pgd"])
+def test_prox_nm_end_to_end_matches_bruteforce(method):
+    # unsorted, signed input through the dispatcher (Lemma 3 done by prox_nm)
+    prox = pytest.importorskip("sparseopt.prox")
+    rng = np.random.default_rng(31)
+    y = rng.standard_normal((3, 16))
+    for lam in (0.2, 0.8):
+        w = prox.prox_nm(y, lam, 2, 4, method=method)
+        ref = prox_bruteforce(y, lam, 2, 4, starts=3, seed=4)
+        f, f_ref = prox_objective(w, y, lam), prox_objective(ref, y, lam)
+        scale = np.max(np.abs(y.reshape(3, 4, 4)), axis=-1) ** 2
+        assert np.all(f - f_ref <= 1e-10 * scale)
+        assert np.all(np.sign(w) * np.sign(y) >= 0)  # signs restored

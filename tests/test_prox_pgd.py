@@ -39,7 +39,7 @@ def test_kernel_matches_numpy_twin(m, dtype, lam):
 def test_pgd_matches_bruteforce(m):
     rng = np.random.default_rng(20 + m)
     for lam in (0.05, 0.4, 1.5):
-        z = sort_abs(rng.standard_normal((10, m)))
+        z = sort_abs(rng.standard_normal((20, m)))
         w = enum_pgd_sorted(z, lam, 2)
         ref = prox_bruteforce(z, lam, 2, m, starts=4, seed=3)
         gap = prox_objective(w, z, lam, 2, m)[:, 0] - prox_objective(ref, z, lam, 2, m)[:, 0]
