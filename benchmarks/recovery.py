@@ -20,12 +20,17 @@ htp-rs         iht with step 1/max_j ||x_j||^2 and refit=True: least-squares ref
                support (hard thresholding pursuit, Foucart 2011)
 maiht          sparseopt maiht, TopK(k), default step 1/L
 maiht-rs       maiht with step 1/max_j ||x_j||^2
-topk_iobs      sparseopt topk_iobs(LeastSquares, pattern=TopK(k), damping=--iobs-damping,
-               max_iter=--iobs-iter), only with --iobs: each iteration forms and factors the
-               dense p x p Hessian X'X (singular for p > n, hence the damping). On a 10x smaller
-               problem (n = 200, p = 2000) it took 15-70 s per fit on 2 loaded cores and did not
-               recover the support for damping 1e-6, 1e-3 or 0.1 (3 seeds); at p = 8000 the
-               p^3 factorisation makes it impractical here
+topk_iobs-restricted
+               sparseopt topk_iobs(LeastSquares, pattern=TopK(k), newton="restricted",
+               max_iter=--iobs-iter): eq. 12 with the Newton step restricted to
+               Q = supp(theta) plus the k largest |grad| off it (H_QQ = X_Q'X_Q, |Q| <= 2k,
+               nonsingular for p > n without damping); see docs/iobs.md
+topk_iobs-damped(D)
+               topk_iobs(LeastSquares, pattern=TopK(k), damping=D (--iobs-damping),
+               max_iter=--iobs-damped-iter): the full step of eq. 12 with
+               (X'X + D mean(diag X'X) I)^{-1}, computed exactly by the Woodbury identity
+               (one n x n factorization per fit; X'X itself is singular for p > n)
+Both topk_iobs rows stop when ||x_{t+1} - x_t|| / max(1, ||x_t||) <= 1e-8.
 
 The "-rs" step 1/max_j ||x_j||^2 is the inverse of the largest diagonal entry of X'X, i.e. the
 Lipschitz constant of the gradient along single coordinates. For a Gaussian design the Gram
@@ -40,7 +45,8 @@ The default-step iht and maiht need hundreds of iterations (about 20-30 s per fi
 how many seeds each row used.
 
 Usage: python benchmarks/recovery.py [--seeds 20] [--slow-seeds 3] [--n 500] [--p 8000] [--k 10]
-       [--noise 0.1] [--methods NAME ...]
+       [--noise 0.1] [--iobs-damping 1e-3] [--iobs-iter 50] [--iobs-damped-iter 100]
+       [--methods NAME ...]
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ import warnings
 import numpy as np
 
 
-SLOW = ("iht", "maiht", "topk_iobs")  # run on --slow-seeds seeds only
+SLOW = ("iht", "maiht")  # run on --slow-seeds seeds only
 
 
 def make_data(seed, n, p, k, noise):
@@ -68,10 +74,15 @@ def make_data(seed, n, p, k, noise):
     return X, y, tuple(support.tolist())
 
 
-def sparseopt_methods(k, max_iter, iobs=False, iobs_damping=1e-3, iobs_iter=10):
+def sparseopt_methods(k, max_iter, iobs_damping=1e-3, iobs_iter=50, iobs_damped_iter=100):
     from sparseopt import TopK
     from sparseopt import solvers
     from sparseopt.objectives import LeastSquares
+
+    def summary(res):
+        F = res.history["objective"][1:]
+        monotone = bool(np.all(np.diff(F) <= 1e-12 * np.abs(F[:-1]))) if F.size > 1 else True
+        return {"nit": res.nit, "monotone": monotone}
 
     def run(solver, rs, **kw):
         def fit(X, y):
@@ -79,36 +90,27 @@ def sparseopt_methods(k, max_iter, iobs=False, iobs_damping=1e-3, iobs_iter=10):
             tol = 1e-6 * float(np.linalg.norm(X.T @ y))
             step = 1.0 / float(np.max(np.einsum("ij,ij->j", X, X))) if rs else None
             res = solver(f, pattern=TopK(k), step=step, max_iter=max_iter, tol=tol, **kw)
-            F = res.history["objective"][1:]
-            monotone = bool(np.all(np.diff(F) <= 1e-12 * np.abs(F[:-1]))) if F.size > 1 else True
-            return res.x, {"nit": res.nit, "monotone": monotone}
+            return res.x, summary(res)
 
         return fit
 
-    methods = {
+    def run_iobs(**kw):
+        def fit(X, y):
+            res = solvers.topk_iobs(LeastSquares(X, y), pattern=TopK(k), tol=1e-8, **kw)
+            return res.x, summary(res)
+
+        return fit
+
+    return {
         "iht": run(solvers.iht, False),
         "iht-rs": run(solvers.iht, True),
         "htp-rs": run(solvers.iht, True, refit=True),
         "maiht": run(solvers.maiht, False),
         "maiht-rs": run(solvers.maiht, True),
+        "topk_iobs-restricted": run_iobs(newton="restricted", max_iter=iobs_iter),
+        f"topk_iobs-damped({iobs_damping:g})": run_iobs(damping=iobs_damping,
+                                                         max_iter=iobs_damped_iter),
     }
-    topk_iobs = getattr(solvers, "topk_iobs", None)
-    if topk_iobs is None:
-        print("sparseopt.solvers has no topk_iobs: skipping it", flush=True)
-    elif not iobs:
-        print("topk_iobs skipped (pass --iobs): every iteration factors the dense p x p Hessian "
-              "X'X, singular for p > n (needs --iobs-damping); at p = 8000 that is minutes per "
-              "iteration on 2 cores", flush=True)
-    else:
-        def fit_iobs(X, y):
-            res = topk_iobs(LeastSquares(X, y), pattern=TopK(k), damping=iobs_damping,
-                            max_iter=iobs_iter)
-            F = res.history["objective"][1:]
-            monotone = bool(np.all(np.diff(F) <= 1e-12 * np.abs(F[:-1]))) if F.size > 1 else True
-            return res.x, {"nit": res.nit, "monotone": monotone}
-
-        methods["topk_iobs"] = fit_iobs
-    return methods
 
 
 def reference_methods(k):
@@ -147,16 +149,18 @@ def main(argv=None):
     parser.add_argument("--slow-seeds", type=int, default=3,
                         help="run the default-step (1/L) iht and maiht, which need hundreds of "
                              "iterations here, only on the first this many seeds")
-    parser.add_argument("--iobs", action="store_true",
-                        help="also run topk_iobs (dense Newton, very slow at p = 8000)")
     parser.add_argument("--iobs-damping", type=float, default=1e-3,
-                        help="relative Levenberg-Marquardt damping of topk_iobs (X'X is singular)")
-    parser.add_argument("--iobs-iter", type=int, default=10)
+                        help="relative Levenberg-Marquardt damping of the full-step topk_iobs "
+                             "row (X'X is singular for p > n)")
+    parser.add_argument("--iobs-iter", type=int, default=50,
+                        help="max_iter of topk_iobs-restricted")
+    parser.add_argument("--iobs-damped-iter", type=int, default=100,
+                        help="max_iter of topk_iobs-damped")
     args = parser.parse_args(argv)
 
     methods = {**reference_methods(args.k),
-               **sparseopt_methods(args.k, args.max_iter, args.iobs, args.iobs_damping,
-                                   args.iobs_iter)}
+               **sparseopt_methods(args.k, args.max_iter, args.iobs_damping, args.iobs_iter,
+                                   args.iobs_damped_iter)}
     if args.methods:
         unknown = set(args.methods) - set(methods)
         if unknown:
@@ -190,7 +194,7 @@ def main(argv=None):
 
     base = float(np.median(times["omp"]))
     print()
-    print(f"{'method':10s} {'seeds':>5s} {'recovery':>9s} {'median ms':>10s} {'/ OMP':>7s} "
+    print(f"{'method':24s} {'seeds':>5s} {'recovery':>9s} {'median ms':>10s} {'/ OMP':>7s} "
           f"{'median it':>10s} {'monotone':>9s}")
     for name in methods:
         if not times[name]:
@@ -198,7 +202,7 @@ def main(argv=None):
         med = float(np.median(times[name]))
         nits = [e["nit"] for e in extra[name] if "nit" in e]
         mono = [e["monotone"] for e in extra[name] if "monotone" in e]
-        print(f"{name:10s} {len(times[name]):5d} {np.mean(hits[name]):9.0%} {med * 1e3:10.1f} {med / base:7.2f} "
+        print(f"{name:24s} {len(times[name]):5d} {np.mean(hits[name]):9.0%} {med * 1e3:10.1f} {med / base:7.2f} "
               f"{(f'{np.median(nits):.0f}' if nits else '-'):>10s} "
               f"{(f'{np.mean(mono):.0%}' if mono else '-'):>9s}")
     return 0

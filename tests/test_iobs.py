@@ -245,9 +245,12 @@ def test_topk_iobs_singular_hessian_needs_damping():
     X = rng.standard_normal((n, d))
     theta_star = sparse_vec(rng, d, 3)
     f = LeastSquares(X, X @ theta_star)
-    with pytest.raises(ValueError, match="not positive definite.*damping"):
+    with pytest.raises(ValueError, match="singular.*damping.*restricted"):
         topk_iobs(f, pattern=TopK(3))
+    with pytest.raises(ValueError, match="singular"):
+        topk_iobs(f, pattern=TopK(3), damping=0.0)
     r = topk_iobs(f, pattern=TopK(3), damping=1e-3, max_iter=200)
+    assert r.info["linear_solver"] == "woodbury" and r.info["factorizations"] == 1
     assert r.info["damping"] == pytest.approx(1e-3 * np.mean(np.diag(X.T @ X)))
     assert np.all(np.isfinite(r.x)) and np.count_nonzero(r.x) <= 3
     assert r.history["objective"][-1] < r.history["objective"][0]
@@ -277,6 +280,188 @@ def test_topk_iobs_does_not_modify_x0_and_records_history():
     assert len(r.history["objective"]) == r.nit + 1
     assert r.history["objective"][0] == pytest.approx(f.value(x0))
     assert np.all(r.history["support"][1:] <= 3)
+
+
+# ----------------------------------------------------------------------------- p > n: Woodbury, restricted Newton
+
+
+def damped_transcription(f, X, k, delta, x0, steps):
+    """Plain transcription of damped eq. 12 with the dense p x p system (X'X + delta I)."""
+    H = X.astype(np.float64).T @ X.astype(np.float64) + delta * np.eye(X.shape[1])
+    x, out = x0.copy(), []
+    for _ in range(steps):
+        v = x.astype(np.float64) - np.linalg.solve(H, f.grad(x).astype(np.float64))
+        keep = np.argsort(-np.abs(v), kind="stable")[:k]
+        x = np.zeros_like(x)
+        x[keep] = v[keep]
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("rel", [1e-3, 1e-1, 3.0])
+def test_woodbury_direction_equals_dense_damped_solve(dtype, rel):
+    from sparseopt.solvers.iobs import _woodbury_direction, _woodbury_factor
+
+    rng = np.random.default_rng(31)
+    n, p = 15, 40
+    X = rng.standard_normal((n, p)).astype(dtype)
+    X64 = X.astype(np.float64)
+    delta = rel * np.mean(np.sum(X64**2, axis=0))
+    g = (X64.T @ rng.standard_normal(n)).astype(dtype)  # a gradient lies in the row space
+    dense = np.linalg.solve(X64.T @ X64 + delta * np.eye(p), g.astype(np.float64))
+    wood = _woodbury_direction(X64, _woodbury_factor(X64, delta), delta, g)
+    np.testing.assert_allclose(wood, dense, rtol=1e-9, atol=1e-12 * np.abs(dense).max())
+    # a direction with a null-space component too
+    h = rng.standard_normal(p)
+    np.testing.assert_allclose(
+        _woodbury_direction(X64, _woodbury_factor(X64, delta), delta, h),
+        np.linalg.solve(X64.T @ X64 + delta * np.eye(p), h),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_topk_iobs_woodbury_path_follows_dense_damped_iteration(dtype):
+    """The p > n least-squares path (Woodbury, n x n factor) gives the iterates of the dense
+    damped step, and the same as the generic dense path on Quadratic(X'X, X'y)."""
+    rng = np.random.default_rng(32)
+    n, p, k = 18, 45, 4
+    X = rng.standard_normal((n, p))
+    y = X @ sparse_vec(rng, p, k) + 0.05 * rng.standard_normal(n)
+    X, y = X.astype(dtype), y.astype(dtype)
+    f = LeastSquares(X, y)
+    rel = 0.05
+    delta = rel * np.mean(np.sum(X.astype(np.float64) ** 2, axis=0))
+    x0 = np.zeros(p, dtype=dtype)
+    ref = damped_transcription(f, X, k, delta, x0, 4)
+    r = topk_iobs(f, pattern=TopK(k), damping=rel, max_iter=4, tol=0.0)
+    assert r.x.dtype == dtype and r.nit == 4
+    assert r.info["linear_solver"] == "woodbury" and r.info["damping"] == pytest.approx(delta)
+    tol = dict(rtol=1e-9, atol=1e-10) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(r.x, ref[-1], **tol)
+    for t in (1, 2):  # also the intermediate iterates
+        rt = topk_iobs(f, pattern=TopK(k), damping=rel, max_iter=t, tol=0.0)
+        np.testing.assert_allclose(rt.x, ref[t - 1], **tol)
+    X64 = X.astype(np.float64)
+    q = Quadratic(X64.T @ X64, X64.T @ y.astype(np.float64))
+    rq = topk_iobs(q, pattern=TopK(k), damping=rel, max_iter=4, tol=0.0)
+    assert rq.info["linear_solver"] == "cholesky"
+    np.testing.assert_allclose(r.x, rq.x, **tol)
+
+
+def test_topk_iobs_least_squares_n_ge_p_factors_once():
+    rng = np.random.default_rng(33)
+    X = rng.standard_normal((50, 12))
+    f = LeastSquares(X, X @ sparse_vec(rng, 12, 3) + 0.1 * rng.standard_normal(50))
+    r = topk_iobs(f, pattern=TopK(3), max_iter=6, tol=0.0)
+    assert r.info["factorizations"] == 1 and r.info["linear_solver"] == "cholesky"
+    rq = topk_iobs(Quadratic(X.T @ X, X.T @ f.y), pattern=TopK(3), max_iter=6, tol=0.0)
+    np.testing.assert_allclose(r.x, rq.x, rtol=1e-10, atol=1e-12)
+
+
+def restricted_reference_step(X, y, x, k):
+    """One restricted step for least squares from scratch: Q = supp x plus the k largest |g|
+    off supp x; on Q the quadratic model is f itself, so theta+ is lstsq on the columns Q."""
+    p = X.shape[1]
+    g = X.T @ (X @ x - y)
+    supp = [j for j in range(p) if x[j] != 0]
+    off = sorted((j for j in range(p) if x[j] == 0), key=lambda j: (-abs(g[j]), j))
+    Q = sorted(supp + off[:k])
+    v = np.zeros(p)
+    v[Q] = np.linalg.lstsq(X[:, Q], y, rcond=None)[0]
+    keep = sorted(range(p), key=lambda j: (-abs(v[j]), j))[:k]
+    out = np.zeros(p)
+    out[keep] = v[keep]
+    return out, Q
+
+
+def test_restricted_step_is_least_squares_on_q_then_topk():
+    rng = np.random.default_rng(34)
+    n, p, k = 20, 50, 4
+    X = rng.standard_normal((n, p))
+    y = X @ sparse_vec(rng, p, k) + 0.1 * rng.standard_normal(n)
+    f = LeastSquares(X, y)
+    x = np.zeros(p)
+    for _ in range(4):
+        ref, Q = restricted_reference_step(X, y, x, k)
+        r = topk_iobs(f, pattern=TopK(k), x0=x, newton="restricted", max_iter=1)
+        assert r.info["newton"] == "restricted"
+        np.testing.assert_allclose(r.x, ref, rtol=1e-9, atol=1e-11)
+        assert set(np.flatnonzero(r.x)) <= set(Q)
+        x = ref
+    # the generic branch (dense Hessian, block H_QQ) on the same quadratic gives the same
+    q = Quadratic(X.T @ X, X.T @ y)
+    r1 = topk_iobs(f, pattern=TopK(k), newton="restricted", max_iter=5, tol=0.0)
+    r2 = topk_iobs(q, pattern=TopK(k), newton="restricted", max_iter=5, tol=0.0)
+    np.testing.assert_allclose(r1.x, r2.x, rtol=1e-8, atol=1e-10)
+
+
+def test_restricted_with_all_coordinates_is_eq12():
+    """|Q| = p (a start with p - k nonzeros): the restricted step is the full step of eq. 12."""
+    rng = np.random.default_rng(35)
+    d, k = 10, 4
+    f = Quadratic(spd(rng, d), rng.standard_normal(d))
+    x0 = np.zeros(d)
+    x0[rng.choice(d, d - k, replace=False)] = rng.standard_normal(d - k)
+    full = topk_iobs(f, pattern=TopK(k), x0=x0, max_iter=1)
+    restr = topk_iobs(f, pattern=TopK(k), x0=x0, max_iter=1, newton="restricted")
+    np.testing.assert_allclose(restr.x, full.x, rtol=1e-10, atol=1e-12)
+
+
+def best_subset(X, y, k):
+    best, best_Q = np.inf, None
+    for Q in itertools.combinations(range(X.shape[1]), k):
+        Q = list(Q)
+        r = y - X[:, Q] @ np.linalg.lstsq(X[:, Q], y, rcond=None)[0]
+        if r @ r < best:
+            best, best_Q = r @ r, Q
+    return 0.5 * best, best_Q
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_restricted_reaches_exhaustive_best_subset_p_gt_n(seed):
+    """Well-conditioned p > n least squares: the restricted Newton variant finds the support of
+    the exhaustive best subset (all C(p, k) least-squares fits) and is exact without noise."""
+    rng = np.random.default_rng(40 + seed)
+    n, p, k = 16, 24, 3
+    X = rng.standard_normal((n, p))
+    beta = sparse_vec(rng, p, k)
+    y = X @ beta + 0.05 * rng.standard_normal(n)
+    val, Q = best_subset(X, y, k)
+    f = LeastSquares(X, y)
+    r = topk_iobs(f, pattern=TopK(k), newton="restricted", max_iter=50)
+    assert r.converged
+    assert list(np.flatnonzero(r.x)) == Q
+    assert f.value(f.minimize_on_support(r.x != 0)) == pytest.approx(val, rel=1e-10)
+    assert f.value(r.x) >= val * (1 - 1e-12)
+    r0 = topk_iobs(LeastSquares(X, X @ beta), pattern=TopK(k), newton="restricted", max_iter=50)
+    np.testing.assert_allclose(r0.x, beta, atol=1e-10)
+    r32 = topk_iobs(LeastSquares(X.astype(np.float32), (X @ beta).astype(np.float32)),
+                    pattern=TopK(k), newton="restricted", max_iter=50, tol=1e-6)
+    assert r32.x.dtype == np.float32
+    np.testing.assert_allclose(r32.x, beta, atol=1e-4)
+
+
+def test_restricted_singular_block_and_bad_input():
+    rng = np.random.default_rng(36)
+    n, p, k = 4, 12, 3
+    X = rng.standard_normal((n, p))
+    f = LeastSquares(X, rng.standard_normal(n))
+    x0 = np.zeros(p)
+    x0[:3] = 1.0  # |Q| = 3 + 3 = 6 > n = 4: X_Q'X_Q is singular
+    with pytest.raises(ValueError, match="H_QQ .* not positive definite at iteration 1.*damping"):
+        topk_iobs(f, pattern=TopK(k), x0=x0, newton="restricted")
+    r = topk_iobs(f, pattern=TopK(k), x0=x0, newton="restricted", damping=1e-2, max_iter=3)
+    assert np.all(np.isfinite(r.x)) and np.count_nonzero(r.x) <= k
+    assert r.info["damping"] == pytest.approx(1e-2 * np.mean(np.sum(X**2, axis=0)))
+    with pytest.raises(ValueError, match="newton must be"):
+        topk_iobs(f, pattern=TopK(k), newton="cg")
+    with pytest.raises(ValueError, match="newton='restricted' needs a TopK"):
+        topk_iobs(f, pattern=NM(2, 4), newton="restricted")
+    with pytest.raises(ValueError, match="newton='restricted' needs a TopK"):
+        topk_iobs(LayerLoss(np.ones((2, 4)), np.eye(4)), pattern=TopK(2), newton="restricted")
 
 
 # ----------------------------------------------------------------------------- bad input

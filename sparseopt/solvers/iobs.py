@@ -161,6 +161,54 @@ def _residual(x_new, x_old) -> float:
 
 # ----------------------------------------------------------------------------- Top-k I-OBS
 
+_NEWTON = ("full", "restricted")
+
+
+def _design_matrix(objective):
+    """X (float64) when the objective is least squares with Hessian X'X, else None."""
+    from ..objectives import LeastSquares
+
+    if isinstance(objective, LeastSquares):
+        return np.asarray(objective.X, dtype=np.float64)
+    return None
+
+
+def _relative_delta(damping, mean_diag: float, where: str) -> float:
+    if not mean_diag > 0:
+        raise ValueError(f"damping needs a Hessian with positive mean diagonal, got {mean_diag:g} {where}")
+    return damping * mean_diag
+
+
+def _woodbury_factor(X: np.ndarray, delta: float):
+    """Cholesky factor of the n x n matrix X X' + delta I (delta > 0), for the Woodbury identity
+    (X'X + delta I)^{-1} = (I - X'(XX' + delta I)^{-1} X) / delta."""
+    K = X @ X.T
+    K[np.diag_indices_from(K)] += delta
+    cf = _cholesky(K)
+    if cf is None:
+        raise ValueError(
+            f"X X' + delta I is not numerically positive definite for delta={delta:g}; "
+            "increase damping"
+        )
+    return cf
+
+
+def _woodbury_direction(X: np.ndarray, cf, delta: float, g: np.ndarray) -> np.ndarray:
+    """(X'X + delta I)^{-1} g in float64 through the n x n factor ``cf`` of XX' + delta I."""
+    g64 = np.asarray(g, dtype=np.float64)
+    z = scipy.linalg.cho_solve(cf, X @ g64, check_finite=False)
+    return (g64 - X.T @ z) / delta
+
+
+def _restricted_set(x: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
+    """Q = supp(x) plus the k largest |g_j| off supp(x) (ties to the smaller index), sorted."""
+    supp = x != 0
+    off = np.flatnonzero(~supp)
+    order = np.argsort(-np.abs(g[off]), kind="stable")[:k]
+    Q = supp.copy()
+    Q[off[order]] = True
+    return np.flatnonzero(Q)
+
 
 def topk_iobs(
     objective,
@@ -171,6 +219,7 @@ def topk_iobs(
     tol: float = 1e-10,
     damping=None,
     step: float = 1.0,
+    newton: str = "full",
 ) -> SolverResult:
     """Top-k I-OBS: a Newton step followed by hard thresholding (iobs-wu eq. 12).
 
@@ -178,7 +227,8 @@ def topk_iobs(
     ----------
     objective : Objective
         Smooth f with ``shape``, ``value``, ``grad`` and a dense ``hessian``
-        (see :mod:`sparseopt.objectives`).
+        (see :mod:`sparseopt.objectives`). For :class:`~sparseopt.objectives.LeastSquares`
+        the Hessian X'X is never formed when p > n (see Notes).
     pattern : TopK or NM, keyword-only
         Sparsity pattern; T_k is ``pattern.project`` (along the last axis, rows independent).
     x0 : array_like, optional, keyword-only
@@ -187,21 +237,30 @@ def topk_iobs(
     tol : float, default 1e-10, keyword-only
         Stop when ||x_{t+1} - x_t|| / max(1, ||x_t||) <= tol.
     damping : float, optional, keyword-only
-        None (default): the Hessian must be positive definite, otherwise ValueError (a
-        singular H arises e.g. for least squares with p > n). A number delta_rel >= 0: use
-        H + delta_rel * mean(diag H) * I, a Levenberg-Marquardt damping; still ValueError if
-        that matrix is not positive definite.
+        None (default): the Hessian (or, for ``newton="restricted"``, its block H_QQ) must be
+        positive definite, otherwise ValueError (a singular H arises e.g. for least squares
+        with p > n; there the error is raised before any step). A number delta_rel >= 0: use
+        H + delta * I with delta = delta_rel * mean(diag H) (Levenberg-Marquardt damping; the
+        mean is over the full diagonal in both variants); still ValueError if that matrix is
+        not positive definite.
     step : float, default 1.0, keyword-only
         Newton step length eta in theta - eta H^{-1} grad f(theta); 1 is the paper's eq. 12.
+    newton : {"full", "restricted"}, default "full", keyword-only
+        "full": the Newton step of eq. 12 in all coordinates. "restricted": the Newton step
+        of the model (eq. 8) restricted to Q_t = supp(theta_t) plus the k coordinates off
+        supp(theta_t) with the largest |grad f(theta_t)| (``TopK`` patterns and vector
+        variables only), see Notes.
 
     Returns
     -------
     SolverResult
         ``history["objective"]`` is f (index 0 = start), ``step`` is eta, ``residual`` the
-        stopping quantity. ``info``: ``damping`` (absolute delta of the last step),
-        ``pattern`` and ``factorizations`` (Cholesky factorizations done; the factor is reused
-        while the Hessian is unchanged, e.g. on a quadratic). ``x`` has the objective's dtype (float32 stays float32; the Newton
-        system is solved in float64).
+        stopping quantity, ``support`` the nonzeros. ``info``: ``damping`` (absolute delta
+        of the last step), ``pattern``, ``newton``, ``linear_solver`` ("cholesky": dense
+        factor of H or H_QQ; "woodbury": n x n factor of XX' + delta I) and ``factorizations``
+        (factorizations done; a factor is reused while the Hessian is unchanged, e.g. on a
+        quadratic or least squares). ``x`` has the objective's dtype (float32 stays float32;
+        the Newton system is solved in float64).
 
     Notes
     -----
@@ -210,9 +269,31 @@ def topk_iobs(
     ||theta_t - theta*||^2 (eq. 13), local quadratic convergence. On a quadratic whose
     minimizer theta* is k-sparse, one step from any start lands on theta*.
 
+    Least squares with a design X (n x p), H = X'X: with damping and p > n the damped
+    direction (X'X + delta I)^{-1} g is computed exactly by the Woodbury identity,
+    (g - X'(XX' + delta I)^{-1} X g) / delta, with XX' + delta I (n x n) factored once:
+    O(np) per step instead of a p x p factorization. Without damping and p > n, X'X has rank
+    <= n < p and a ValueError says so. Since g = X'(X theta - y) lies in the row space of
+    X, the damped full step moves theta only there; for p >> n it behaves like an alternating
+    projection and contracts slowly (see docs/iobs.md).
+
+    Restricted Newton (``newton="restricted"``): with g = grad f(theta_t) and Q = Q_t as
+    above (|Q| <= ||theta_t||_0 + k), the step minimizes the second-order model of eq. 8,
+    <g, theta - theta_t> + 1/2 ||theta - theta_t||^2_{H_t}, over theta supported on Q
+    (theta_t is, so this is well defined):
+
+        theta+_Q = theta_{t,Q} - eta (H_t)_QQ^{-1} g_Q,  theta+ = 0 off Q,
+        theta_{t+1} = T_k(theta+).
+
+    With Q = all coordinates this is eq. 12. It needs only the |Q| x |Q| block (for least
+    squares X_Q'X_Q, positive definite whenever the columns X_Q are independent, which
+    needs |Q| <= n), so it is defined for p > n without damping. For least squares it is the
+    exact least-squares fit on Q followed by T_k, as in CoSaMP / subspace pursuit (Needell &
+    Tropp 2009), whose candidate set is the support plus 2k gradient coordinates.
+
     For a matrix variable (e.g. ``LayerLoss``), ``hessian`` is the per-row Hessian shared by
-    all rows and the Newton step is applied row by row; an N:M pattern then gives the N:M
-    analogue of eq. 12.
+    all rows and the full Newton step is applied row by row; an N:M pattern then gives the
+    N:M analogue of eq. 12.
 
     Examples
     --------
@@ -235,23 +316,66 @@ def topk_iobs(
         raise ValueError(f"damping must be None or a finite number >= 0, got {damping!r}")
     if not (np.isscalar(step) and np.isfinite(step) and step > 0):
         raise ValueError(f"step must be a finite number > 0, got {step!r}")
+    if newton not in _NEWTON:
+        raise ValueError(f"newton must be 'full' or 'restricted', got {newton!r}")
+    if newton == "restricted" and (not isinstance(pattern, TopK) or len(shape) != 1):
+        raise ValueError(
+            "newton='restricted' needs a TopK pattern and a vector variable, got pattern "
+            f"{pattern} and variable shape {shape}"
+        )
     x = _start(objective, shape, x0)
     dtype = x.dtype
+    X = _design_matrix(objective)
+
+    if newton == "restricted":
+        return _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step)
+
+    # direction(g) = H^{-1} g (or damped); built once when H is constant (least squares)
+    n_factor, solver, delta = 0, "cholesky", 0.0
+    if X is not None:
+        n, p = X.shape
+        if damping is not None:
+            delta = _relative_delta(damping, float(np.einsum("ij,ij->", X, X)) / p, "")
+        if n < p and delta == 0.0:
+            raise ValueError(
+                f"the least-squares Hessian X'X is singular (rank <= n={n} < p={p}), a Newton "
+                "step is undefined; pass damping > 0 (damped step, exact via Woodbury) or "
+                "newton='restricted'"
+            )
+        if n < p:
+            cfw, solver, n_factor = _woodbury_factor(X, delta), "woodbury", 1
+
+            def direction(g, x):
+                return _woodbury_direction(X, cfw, delta, g)
+
+        else:
+            H = X.T @ X
+            cf, delta = _factor(H, damping, "")
+            n_factor = 1
+
+            def direction(g, x):
+                return _newton_direction(cf, g, H.shape[0])
+
+    else:
+        state = {"H": None, "cf": None}
+
+        def direction(g, x):
+            nonlocal n_factor, delta
+            H = _hessian(objective, x, shape)
+            # a quadratic's Hessian never changes: reuse its factor (O(p^2) check vs O(p^3))
+            if state["H"] is None or not np.array_equal(H, state["H"]):
+                state["cf"], delta = _factor(H, damping, f"at iteration {it}")
+                state["H"], n_factor = H, n_factor + 1
+            return _newton_direction(state["cf"], g, H.shape[0])
 
     hist = History()
     t0 = time.perf_counter()
     hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
-    stop, delta, it = "max_iter", 0.0, 0
-    H_prev, cf, n_factor = None, None, 0
+    stop, it = "max_iter", 0
     for it in range(1, max_iter + 1):
         g = _gradient(objective, x, shape)
-        H = _hessian(objective, x, shape)
-        # a quadratic's Hessian never changes: reuse its factor (O(p^2) check vs O(p^3))
-        if H_prev is None or not np.array_equal(H, H_prev):
-            cf, delta = _factor(H, damping, f"at iteration {it}")
-            H_prev, n_factor = H, n_factor + 1
-        newton = x.astype(np.float64) - step * _newton_direction(cf, g, H.shape[0])
-        x_new = pattern.project(newton).astype(dtype, copy=False)
+        newton_pt = x.astype(np.float64) - step * direction(g, x)
+        x_new = pattern.project(newton_pt).astype(dtype, copy=False)
         res = _residual(x_new, x)
         x = x_new
         hist.append(
@@ -269,7 +393,80 @@ def topk_iobs(
         history=hist.as_dict(),
         nit=it,
         stop_reason=stop,
-        info={"damping": delta, "pattern": str(pattern), "factorizations": n_factor},
+        info={
+            "damping": delta,
+            "pattern": str(pattern),
+            "newton": "full",
+            "linear_solver": solver,
+            "factorizations": n_factor,
+        },
+    )
+
+
+def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step):
+    """Restricted-Newton Top-k I-OBS loop (see :func:`topk_iobs`, ``newton="restricted"``)."""
+    shape, dtype, k = x.shape, x.dtype, pattern.k
+    p = shape[0]
+    delta, mean_diag = 0.0, None
+    if X is not None:
+        mean_diag = float(np.einsum("ij,ij->", X, X)) / p
+    hist = History()
+    t0 = time.perf_counter()
+    hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
+    stop, it, n_factor = "max_iter", 0, 0
+    for it in range(1, max_iter + 1):
+        g = _gradient(objective, x, shape)
+        Q = _restricted_set(x, g, k)
+        if X is not None:
+            XQ = X[:, Q]
+            HQQ = XQ.T @ XQ
+        else:
+            H = _hessian(objective, x, shape)
+            if H.shape != (p, p):
+                raise ValueError(f"objective.hessian returned shape {H.shape}, expected ({p}, {p})")
+            HQQ = H[np.ix_(Q, Q)]
+            mean_diag = float(np.mean(np.diag(H)))
+        if damping is not None:
+            delta = _relative_delta(damping, mean_diag, f"at iteration {it}")
+            HQQ = HQQ + delta * np.eye(Q.size)
+        cf = _cholesky(HQQ)
+        n_factor += 1
+        if cf is None:
+            hint = "; pass damping=delta" if damping is None else f" even after damping by {delta:g}"
+            raise ValueError(
+                f"the Hessian block H_QQ on the {Q.size} coordinates Q (support plus k gradient "
+                f"coordinates) is not positive definite at iteration {it}, the restricted "
+                f"Newton step is undefined{hint}"
+            )
+        newton_pt = np.zeros(p)
+        newton_pt[Q] = x[Q].astype(np.float64) - step * scipy.linalg.cho_solve(
+            cf, g[Q].astype(np.float64), check_finite=False
+        )
+        x_new = pattern.project(newton_pt).astype(dtype, copy=False)
+        res = _residual(x_new, x)
+        x = x_new
+        hist.append(
+            objective=objective.value(x),
+            support=np.count_nonzero(x),
+            step=step,
+            residual=res,
+            time=time.perf_counter() - t0,
+        )
+        if res <= tol:
+            stop = "residual <= tol"
+            break
+    return SolverResult(
+        x=x,
+        history=hist.as_dict(),
+        nit=it,
+        stop_reason=stop,
+        info={
+            "damping": delta,
+            "pattern": str(pattern),
+            "newton": "restricted",
+            "linear_solver": "cholesky",
+            "factorizations": n_factor,
+        },
     )
 
 
