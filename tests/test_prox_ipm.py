@@ -56,6 +56,10 @@ def test_ipm_kkt_conditions():
     assert np.min(grad[w == 0], initial=0.0) > -1e-9
     counts = np.count_nonzero(w, axis=1)
     assert set(np.unique(counts)) == {2, 3, 4}  # the three candidate types all occur
+    w2, info = enum_ipm_sorted(z, lam, 2, return_info=True)
+    np.testing.assert_array_equal(w2, w)
+    assert not np.any(info["uncentered"])
+    np.testing.assert_array_equal(info["candidate"], counts)
 
 
 def test_ipm_exact_cases():

@@ -34,6 +34,7 @@ _MU = 50.0  # t <- mu t (Boyd & Vandenberghe: 10..100 all work; fewer centerings
 _ARMIJO = 0.25
 _BACKTRACK = 0.5
 _NEWTON_EPS = 1e-11  # centering stops when (Newton decrement)^2 / 2 <= this
+_DEC2_FLOOR = 1e-2  # ... or when (decrement)^2 <= this and no longer decreasing
 _MAX_NEWTON = 60
 _CHUNK = 1 << 14  # groups per batch: bounds the (G, k, k, k) temporary
 
@@ -120,8 +121,10 @@ def _barrier_solve(z, lam, tol, a_tensor):
     """Barrier method for min { f_k(u) : u >= 0, I + lam A(u) >= 0 } on every row of z.
 
     z: (G, k) normalized (z_1 <= 1), lam: (G,) > 0. Returns u (G, k) strictly feasible with
-    f_k(u) - p* <= nu / t < tol, nu = 2k (barrier parameter of the log det of a k x k LMI
-    plus k logs), up to the centering error, which Newton drives to ~1e-11 / t.
+    f_k(u) - p* <= (nu + 1) / t < tol, nu = 2k (barrier parameter of the log det of a
+    k x k LMI plus k logs; the + 1 covers approximate centering with Newton decrement
+    <= 0.1, Nesterov's bound (nu + (b + sqrt(nu)) b / (1 - b)) / t at b = 0.1), and a
+    bool (G,) marking rows where some centering hit the Newton iteration cap.
     """
     g, k = z.shape
     nu = 2.0 * k
@@ -130,8 +133,11 @@ def _barrier_solve(z, lam, tol, a_tensor):
     u = np.repeat(s0[:, None], k, axis=1)
     t = _T0
     idx = np.arange(k)
+    uncentered = np.zeros(g, dtype=bool)
     while True:
         active = np.ones(g, dtype=bool)
+        prev_dec2 = np.full(g, np.inf)
+        last_dec2 = np.zeros(g)
         for _ in range(_MAX_NEWTON):
             if not np.any(active):
                 break
@@ -162,7 +168,12 @@ def _barrier_solve(z, lam, tol, a_tensor):
             hs[:, idx, idx] += 1e-13
             du = -dscale * np.linalg.solve(hs, (dscale * grad)[:, :, None])[:, :, 0]
             dec2 = -np.sum(grad * du, axis=1)  # squared Newton decrement
-            done = dec2 <= 2.0 * _NEWTON_EPS
+            # Centered: the decrement is tiny, or it is below 0.1 (inside the region of
+            # quadratic convergence) and stopped shrinking, i.e. it sits at the rounding
+            # floor of t * grad f (~1e-6 at t ~ 1e13, worth 1e-19 in f).
+            done = (dec2 <= 2.0 * _NEWTON_EPS) | ((dec2 <= _DEC2_FLOOR) & (dec2 >= 0.25 * prev_dec2[ia]))
+            prev_dec2[ia] = dec2
+            last_dec2[ia] = dec2
             # largest step keeping u > 0 and M(u + s du) > 0: with M = V diag(e) V',
             # M(u + s du) = M^{1/2} (I + s C) M^{1/2}, C = M^{-1/2} lam A(du) M^{-1/2}
             ad = _hess_f(du, la)
@@ -208,8 +219,9 @@ def _barrier_solve(z, lam, tol, a_tensor):
                 step[move] *= _BACKTRACK
             # a group whose line search stalls has no further progress to make at this t
             active[ia[done | (step * np.sqrt(np.maximum(dec2, 0.0)) < 1e-14)]] = False
-        if nu / t < tol:
-            return u
+        uncentered |= active & (last_dec2 > _DEC2_FLOOR)  # not even approximately centered
+        if (nu + 1.0) / t < tol:
+            return u, uncentered
         t *= _MU
 
 
@@ -238,7 +250,7 @@ def _polish(u, z, lam, iters=3):
     return u
 
 
-def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True):
+def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True, return_info=False):
     """EnumIPM: exact 2:M prox on the sorted, non-negative domain (prox24-kubler Alg. 1).
 
     Parameters
@@ -250,18 +262,23 @@ def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True):
     n : int
         Must be 2. Supported patterns are 2:M for every M >= 3 (2:3 and 2:4 in the paper).
     tol : float, optional
-        Barrier-method accuracy: each candidate problem is solved until nu / t < tol, where
-        nu = 2k is the barrier parameter (k x k log det plus k logs). The problems are scaled
+        Barrier-method accuracy: each candidate problem is solved until (nu + 1) / t < tol,
+        where nu = 2k is the barrier parameter (k x k log det plus k logs). The problems are scaled
         to z_1 = 1 per group, so the guaranteed suboptimality of every candidate is
         ``tol * z_1**2`` in objective units. Default 1e-12; None means the default.
     polish : bool, keyword-only
         Refine the winning candidate by a few guarded Newton steps on its stationarity
         system (accepted only if they keep it positive, PD and do not raise f). Default True.
+    return_info : bool, keyword-only
+        Also return a dict: ``candidate`` (G,) int, the support size k of the returned
+        candidate (2..m), and ``uncentered`` (G,) bool, True where some centering step of some
+        candidate hit the Newton iteration cap (60), so the tol guarantee is not certain there.
 
     Returns
     -------
     w : ndarray, shape (G, m), same dtype as z
         The prox on the sorted domain (also sorted descending, Lemma 3).
+    info : dict, only if ``return_info``
 
     Raises
     ------
@@ -284,7 +301,7 @@ def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True):
     Each convex problem is solved by the barrier method (Boyd & Vandenberghe Alg. 11.1):
     minimize t f_k(u) - log det(I + lam A(u)) - sum_i log u_i by damped Newton steps, with
     gradient -lam tr(M^{-1} A_l) and Hessian lam^2 tr(M^{-1} A_k M^{-1} A_l) of the log det
-    term (M = I + lam A(u), A(u) = sum_l u_l A_l), t <- 50 t until 2k / t < tol. The step is
+    term (M = I + lam A(u), A(u) = sum_l u_l A_l), t <- 50 t until (2k + 1) / t < tol. The step is
     capped at 0.99 of the distance to the boundary (computed from the eigenvalues of
     M^{-1/2} lam A(du) M^{-1/2}) and then backtracked (Armijo). Because f_k is a cubic and
     the barrier a sum of logs, the line-search decrease is evaluated in closed form along
@@ -321,19 +338,25 @@ def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True):
     w = np.zeros((g, m))
     scale = z[:, 0] if g else np.zeros(0)
     live = scale > 0
+    candidate = np.full(g, 2, dtype=np.int64)
+    uncentered = np.zeros(g, dtype=bool)
     if lam == 0.0 or g == 0:
-        return z.astype(out_dtype)
+        candidate[:] = m
+        w = z.astype(out_dtype)
+        return (w, {"candidate": candidate, "uncentered": uncentered}) if return_info else w
     zn = z[live] / scale[live, None]  # normalized: z_1 = 1, lam' = lam z_1 (f scales by z_1^2)
     ln = lam * scale[live]
     gl = zn.shape[0]
     cands = np.zeros((m - 1, gl, m))  # candidate k = 2..m
     cands[0, :, :2] = zn[:, :2]
+    unc = np.zeros(gl, dtype=bool)
     for k in range(3, m + 1):
         a_tensor = _pair_tensor(k)
         uk = np.empty((gl, k))
         for lo in range(0, gl, _CHUNK):
             hi = min(gl, lo + _CHUNK)
-            uk[lo:hi] = _barrier_solve(zn[lo:hi, :k], ln[lo:hi], tol, a_tensor)
+            uk[lo:hi], flag = _barrier_solve(zn[lo:hi, :k], ln[lo:hi], tol, a_tensor)
+            unc[lo:hi] |= flag
         cands[k - 2, :, :k] = uk
     vals = np.stack([_objective(c, zn, ln) for c in cands])
     best = vals.min(axis=0)
@@ -346,4 +369,9 @@ def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True):
             if np.any(sel):
                 wn[sel, :k] = _polish(wn[sel, :k], zn[sel, :k], ln[sel])
     w[live] = wn * scale[live, None]
-    return w.astype(out_dtype)
+    w = w.astype(out_dtype)
+    if return_info:
+        candidate[live] = choice + 2
+        uncentered[live] = unc
+        return w, {"candidate": candidate, "uncentered": uncentered}
+    return w
