@@ -203,6 +203,22 @@ def test_sorted_kernel_matches_full_kernel():
         enum_alm_sorted(z[:, ::-1].copy(), 0.3, 2, 1e-12, 100)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scalar_2_4_kernel_matches_generic_kernel(dtype):
+    """The 2:4 scalar kernel and the generic N:M kernel run the same algorithm."""
+    from sparseopt.prox.alm import _run_groups
+
+    rng = np.random.default_rng(13)
+    Y = _adversarial(4, dtype, rng)
+    for lam in [0.05, 0.3, 0.9, 4.0]:
+        w_fast, it_fast, _ = _run_groups(Y, lam, 2, 1e-12, 10000)
+        w_gen, it_gen, _ = _run_groups(Y, lam, 2, 1e-12, 10000, generic=True)
+        assert w_fast.dtype == dtype
+        atol = 1e-12 if dtype == np.float64 else 1e-6
+        np.testing.assert_allclose(w_fast, w_gen, rtol=0, atol=atol)
+        np.testing.assert_array_equal(it_fast, it_gen)
+
+
 def test_shortcuts_are_exact_on_many_cells():
     """Pruning and Newton steps change nothing: the kernel and the plain twin (no shortcuts)
     agree in objective on cells spread over all three regimes."""

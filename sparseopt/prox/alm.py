@@ -54,7 +54,7 @@ __all__ = [
 DEFAULT_MAX_ITER = 10_000
 
 # Newton is tried once a sweep moves no coordinate by more than this times max z.
-_NEWTON_START = 0.05
+_NEWTON_START = 0.01
 
 # Newton steps in a row between two sweeps (quadratic convergence needs ~5).
 _MAX_NEWTON = 12
@@ -361,16 +361,315 @@ def _enum_alm_groups(y, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
 
 
 # --------------------------------------------------------------------------------------
+# 2:4 kernel on scalars
+#
+# The same algorithm as _enum_alm_one for (n, m) = (2, 4), written on local scalars: no
+# array is touched between loading a group and storing its result, so no reference
+# counting happens in the hot loop (which dominates the generic kernel's cost).
+# --------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
+    """0.5 ||w - z||^2 + lam e_3(w) for four coordinates (prox24-kubler eq. 10)."""
+    d1 = w1 - z1
+    d2 = w2 - z2
+    d3 = w3 - z3
+    d4 = w4 - z4
+    e3 = w1 * w2 * (w3 + w4) + w3 * w4 * (w1 + w2)
+    return 0.5 * (d1 * d1 + d2 * d2 + d3 * d3 + d4 * d4) + lam * e3
+
+
+@njit(cache=True, inline="always")
+def _newton3(a1, a2, a3, y1, y2, y3, lam):
+    """Newton step for 0.5 ||a - y||^2 + lam a1 a2 a3 at a > 0 (eq. 12; Hessian eq. 23).
+
+    Returns (b1, b2, b3, step); step = -1 when the Hessian is not positive definite or the
+    step leaves the open orthant.
+    """
+    f1 = a1 - y1 + lam * a2 * a3
+    f2 = a2 - y2 + lam * a1 * a3
+    f3 = a3 - y3 + lam * a1 * a2
+    l21 = lam * a3
+    l31 = lam * a2
+    d = 1.0 - l21 * l21
+    if d <= 0.0:
+        return a1, a2, a3, -1.0
+    l22 = np.sqrt(d)
+    l32 = (lam * a1 - l31 * l21) / l22
+    d = 1.0 - l31 * l31 - l32 * l32
+    if d <= 0.0:
+        return a1, a2, a3, -1.0
+    l33 = np.sqrt(d)
+    t1 = -f1
+    t2 = (-f2 - l21 * t1) / l22
+    t3 = (-f3 - l31 * t1 - l32 * t2) / l33
+    x3 = t3 / l33
+    x2 = (t2 - l32 * x3) / l22
+    x1 = t1 - l21 * x2 - l31 * x3
+    b1 = a1 + x1
+    b2 = a2 + x2
+    b3 = a3 + x3
+    if not (b1 > 0.0 and b2 > 0.0 and b3 > 0.0):
+        return a1, a2, a3, -1.0
+    return b1, b2, b3, max(abs(x1), max(abs(x2), abs(x3)))
+
+
+@njit(cache=True, inline="always")
+def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
+    """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal."""
+    f1 = w1 - z1 + lam * (w2 * w3 + w2 * w4 + w3 * w4)
+    f2 = w2 - z2 + lam * (w1 * w3 + w1 * w4 + w3 * w4)
+    f3 = w3 - z3 + lam * (w1 * w2 + w1 * w4 + w2 * w4)
+    f4 = w4 - z4 + lam * (w1 * w2 + w1 * w3 + w2 * w3)
+    l21 = lam * (w3 + w4)
+    l31 = lam * (w2 + w4)
+    l41 = lam * (w2 + w3)
+    d = 1.0 - l21 * l21
+    if d <= 0.0:
+        return w1, w2, w3, w4, -1.0
+    l22 = np.sqrt(d)
+    l32 = (lam * (w1 + w4) - l31 * l21) / l22
+    l42 = (lam * (w1 + w3) - l41 * l21) / l22
+    d = 1.0 - l31 * l31 - l32 * l32
+    if d <= 0.0:
+        return w1, w2, w3, w4, -1.0
+    l33 = np.sqrt(d)
+    l43 = (lam * (w1 + w2) - l41 * l31 - l42 * l32) / l33
+    d = 1.0 - l41 * l41 - l42 * l42 - l43 * l43
+    if d <= 0.0:
+        return w1, w2, w3, w4, -1.0
+    l44 = np.sqrt(d)
+    t1 = -f1
+    t2 = (-f2 - l21 * t1) / l22
+    t3 = (-f3 - l31 * t1 - l32 * t2) / l33
+    t4 = (-f4 - l41 * t1 - l42 * t2 - l43 * t3) / l44
+    x4 = t4 / l44
+    x3 = (t3 - l43 * x4) / l33
+    x2 = (t2 - l32 * x3 - l42 * x4) / l22
+    x1 = t1 - l21 * x2 - l31 * x3 - l41 * x4
+    b1 = w1 + x1
+    b2 = w2 + x2
+    b3 = w3 + x3
+    b4 = w4 + x4
+    if not (b1 > 0.0 and b2 > 0.0 and b3 > 0.0 and b4 > 0.0):
+        return w1, w2, w3, w4, -1.0
+    step = max(max(abs(x1), abs(x2)), max(abs(x3), abs(x4)))
+    return b1, b2, b3, b4, step
+
+
+@njit(cache=True, inline="always")
+def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
+    """Newton step on the face {i : w_i > 0} (w4 = 0 is the 3-sparse candidate's face).
+
+    Four positives: eq. 24. Three: eq. 23 on those three (e_3 restricted to a face with one
+    zero is the product of the other three). Two or fewer: e_3 vanishes on the face, whose
+    minimizer is w_i = z_i there (exact Newton step of a quadratic).
+    """
+    p1 = w1 > 0.0
+    p2 = w2 > 0.0
+    p3 = w3 > 0.0
+    p4 = w4 > 0.0
+    npos = int(p1) + int(p2) + int(p3) + int(p4)
+    if npos == 4:
+        return _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam)
+    if npos == 3:
+        if not p4:
+            b1, b2, b3, st = _newton3(w1, w2, w3, z1, z2, z3, lam)
+            return b1, b2, b3, w4, st
+        if not p3:
+            b1, b2, b4, st = _newton3(w1, w2, w4, z1, z2, z4, lam)
+            return b1, b2, w3, b4, st
+        if not p2:
+            b1, b3, b4, st = _newton3(w1, w3, w4, z1, z3, z4, lam)
+            return b1, w2, b3, b4, st
+        b2, b3, b4, st = _newton3(w2, w3, w4, z2, z3, z4, lam)
+        return w1, b2, b3, b4, st
+    b1 = z1 if p1 else 0.0
+    b2 = z2 if p2 else 0.0
+    b3 = z3 if p3 else 0.0
+    b4 = z4 if p4 else 0.0
+    if (p1 and b1 <= 0.0) or (p2 and b2 <= 0.0) or (p3 and b3 <= 0.0) or (p4 and b4 <= 0.0):
+        return w1, w2, w3, w4, -1.0
+    step = max(max(abs(b1 - w1), abs(b2 - w2)), max(abs(b3 - w3), abs(b4 - w4)))
+    return b1, b2, b3, b4, step
+
+
+@njit(cache=True, inline="always")
+def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter):
+    """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4).
+
+    For s = 3 the fourth coordinate is fixed at 0 and z4 is not used. Returns
+    (w1, w2, w3, w4, sweeps) with sweeps = max_iter + 1 if the tolerance was not reached.
+    """
+    w1 = z1
+    w2 = z2
+    w3 = z3
+    w4 = z4 if s == 4 else 0.0
+    y4 = z4 if s == 4 else 0.0
+    for it in range(1, max_iter + 1):
+        v = z1 - lam * (w2 * w3 + w2 * w4 + w3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = abs(v - w1)
+        w1 = v
+        v = z2 - lam * (w1 * w3 + w1 * w4 + w3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = max(delta, abs(v - w2))
+        w2 = v
+        v = z3 - lam * (w1 * w2 + w1 * w4 + w2 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = max(delta, abs(v - w3))
+        w3 = v
+        if s == 4:
+            v = z4 - lam * (w1 * w2 + w1 * w3 + w2 * w3)
+            v = v if v > 0.0 else 0.0
+            delta = max(delta, abs(v - w4))
+            w4 = v
+        if delta <= tol_abs:
+            return w1, w2, w3, w4, it
+        if delta > newton_start:
+            continue
+        f_old = _f24(w1, w2, w3, w4, z1, z2, z3, y4, lam)
+        for _ in range(_MAX_NEWTON):
+            b1, b2, b3, b4, st = _face_newton24(w1, w2, w3, w4, z1, z2, z3, y4, lam)
+            if st < 0.0:
+                break
+            f_new = _f24(b1, b2, b3, b4, z1, z2, z3, y4, lam)
+            if f_new > f_old + _OBJ_SLACK * abs(f_old):
+                break
+            w1, w2, w3, w4, f_old = b1, b2, b3, b4, f_new
+            if st <= tol_abs:
+                break
+    return w1, w2, w3, w4, max_iter + 1
+
+
+@njit(cache=True, inline="always")
+def _cswap(a, b, ia, ib):
+    """Compare-exchange for a descending sort by (value desc, index asc): a total order, so
+    any sorting network gives the stable order."""
+    if a < b or (a == b and ia > ib):
+        return b, a, ib, ia
+    return a, b, ia, ib
+
+
+@njit(cache=True)
+def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, maxed):
+    """2:4 EnumALM on rows [start, stop) of y (G, 4); same contract as _solve_chunk."""
+    slack = 1.0 + _OBJ_SLACK
+    for g in range(start, stop):
+        a1 = abs(np.float64(y[g, 0]))
+        a2 = abs(np.float64(y[g, 1]))
+        a3 = abs(np.float64(y[g, 2]))
+        a4 = abs(np.float64(y[g, 3]))
+        i1, i2, i3, i4 = 0, 1, 2, 3
+        if not presorted:  # 5-comparator sorting network
+            a1, a2, i1, i2 = _cswap(a1, a2, i1, i2)
+            a3, a4, i3, i4 = _cswap(a3, a4, i3, i4)
+            a1, a3, i1, i3 = _cswap(a1, a3, i1, i3)
+            a2, a4, i2, i4 = _cswap(a2, a4, i2, i4)
+            a2, a3, i2, i3 = _cswap(a2, a3, i2, i3)
+        z1, z2, z3, z4 = a1, a2, a3, a4
+        b1, b2, b3, b4 = z1, z2, 0.0, 0.0
+        it_total = 0
+        mx = False
+        if z1 > 0.0:
+            tol_abs = tol * z1
+            newton_start = _NEWTON_START * z1
+            best = 0.5 * (z3 * z3 + z4 * z4)
+            # candidate s = 3 (eq. 11-13), with the exact pruning of _enum_alm_one
+            if z3 > 0.0:
+                l1 = max(z1 - lam * z2 * z3, 0.0)
+                l2 = max(z2 - lam * z1 * z3, 0.0)
+                l3 = max(z3 - lam * z1 * z2, 0.0)
+                u1 = z1 - lam * l2 * l3
+                u2 = z2 - lam * l1 * l3
+                u3 = z3 - lam * l1 * l2
+                if u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and lam * l1 <= 1.0:
+                    g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
+                    lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
+                    lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
+                    if lb <= best * slack:
+                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lam, tol_abs,
+                                                    newton_start, max_iter)
+                        if it > max_iter:
+                            mx = True
+                            it = max_iter
+                        it_total += it
+                        val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lam) + 0.5 * z4 * z4
+                        if val < best:
+                            best = val
+                            b1, b2, b3, b4 = w1, w2, w3, 0.0
+            # candidate s = 4 (eq. 14)
+            if z4 > 0.0:
+                l1 = max(z1 - lam * (z2 * z3 + z2 * z4 + z3 * z4), 0.0)
+                l2 = max(z2 - lam * (z1 * z3 + z1 * z4 + z3 * z4), 0.0)
+                l3 = max(z3 - lam * (z1 * z2 + z1 * z4 + z2 * z4), 0.0)
+                l4 = max(z4 - lam * (z1 * z2 + z1 * z3 + z2 * z3), 0.0)
+                u1 = z1 - lam * (l2 * l3 + l2 * l4 + l3 * l4)
+                u2 = z2 - lam * (l1 * l3 + l1 * l4 + l3 * l4)
+                u3 = z3 - lam * (l1 * l2 + l1 * l4 + l2 * l4)
+                u4 = z4 - lam * (l1 * l2 + l1 * l3 + l2 * l3)
+                if (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and u4 > 0.0
+                        and lam * (l1 + l2) <= 1.0):
+                    g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
+                    lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
+                    lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
+                    if lb <= best * slack:
+                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lam, tol_abs,
+                                                    newton_start, max_iter)
+                        if it > max_iter:
+                            mx = True
+                            it = max_iter
+                        it_total += it
+                        val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam)
+                        if val < best:
+                            best = val
+                            b1, b2, b3, b4 = w1, w2, w3, w4
+        sweeps[g] = it_total
+        maxed[g] = mx
+        out[g, i1] = (0.0 - b1) if y[g, i1] < 0 else b1  # 0.0 - 0.0 is +0.0
+        out[g, i2] = (0.0 - b2) if y[g, i2] < 0 else b2
+        out[g, i3] = (0.0 - b3) if y[g, i3] < 0 else b3
+        out[g, i4] = (0.0 - b4) if y[g, i4] < 0 else b4
+    return 0
+
+
+@njit(cache=True, parallel=True)
+def _enum_alm_groups24(y, presorted, lam, tol, max_iter, out, sweeps, maxed):
+    """Parallel driver of the 2:4 kernel (prange over chunks of groups)."""
+    G = y.shape[0]
+    n_chunks = (G + _CHUNK - 1) // _CHUNK
+    for c in prange(n_chunks):
+        stop = min(G, (c + 1) * _CHUNK)
+        _solve_chunk24(y, c * _CHUNK, stop, presorted, lam, tol, max_iter, out, sweeps, maxed)
+    return out
+
+
+# --------------------------------------------------------------------------------------
 # Python API
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter):
-    """Run the full kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed)."""
+def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False):
+    """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
+
+    2:4 goes to the scalar kernel unless ``generic`` (used by tests to compare the two).
+    """
     out = np.empty_like(y2d)
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
-    _enum_alm_groups(y2d, False, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    lam, tol, max_iter = float(lam), float(tol), int(max_iter)
+    if (n, y2d.shape[1]) == (2, 4) and not generic:
+        _enum_alm_groups24(y2d, False, lam, tol, max_iter, out, sweeps, maxed)
+    elif y2d.dtype == np.float64:
+        _enum_alm_groups(y2d, False, lam, int(n), tol, max_iter, out, sweeps, maxed)
+    else:
+        # the generic kernel is compiled for float64 only (it computes in float64 anyway);
+        # rounding the float64 result once gives the same float32 result
+        out64 = np.empty(y2d.shape, dtype=np.float64)
+        _enum_alm_groups(y2d.astype(np.float64), False, lam, int(n), tol, max_iter, out64,
+                         sweeps, maxed)
+        out[...] = out64
     return out, sweeps, maxed
 
 
@@ -417,7 +716,16 @@ def enum_alm_sorted(z, lam, n, tol, max_iter, *, return_info=False):
     out = np.empty_like(zc)
     sweeps = np.zeros(zc.shape[0], dtype=np.int64)
     maxed = np.zeros(zc.shape[0], dtype=np.bool_)
-    _enum_alm_groups(zc, True, float(lam), int(n), float(tol), int(max_iter), out, sweeps, maxed)
+    lam, tol, max_iter = float(lam), float(tol), int(max_iter)
+    if (n, m) == (2, 4):
+        _enum_alm_groups24(zc, True, lam, tol, max_iter, out, sweeps, maxed)
+    elif zc.dtype == np.float64:
+        _enum_alm_groups(zc, True, lam, int(n), tol, max_iter, out, sweeps, maxed)
+    else:
+        out64 = np.empty(zc.shape, dtype=np.float64)
+        _enum_alm_groups(zc.astype(np.float64), True, lam, int(n), tol, max_iter, out64,
+                         sweeps, maxed)
+        out[...] = out64
     if return_info:
         return out, {"n_iter": sweeps, "max_iter_reached": maxed}
     return out
