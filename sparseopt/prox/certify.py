@@ -200,9 +200,10 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sparseopt.prox.reference import prox_bruteforce
     >>> y = np.array([2.0, -1.5, 1.0, 0.3]); w = prox_bruteforce(y, 0.3)
-    >>> certify(y, 0.3, w).certified  # doctest: +SKIP
+    >>> certify(y, 0.3, w).certified
     array([ True])
     """
     y = np.asarray(y)

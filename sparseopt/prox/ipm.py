@@ -322,7 +322,8 @@ def enum_ipm_sorted(z, lam, n=2, tol=1e-12, *, polish=True, return_info=False):
     Examples
     --------
     >>> import numpy as np
-    >>> enum_ipm_sorted(np.array([[3.0, 2.0, 0.5, 0.1]]), 0.2).round(6)  # doctest: +SKIP
+    >>> enum_ipm_sorted(np.array([[3.0, 2.0, 0.5, 0.1]]), 0.05).round(6)
+    array([[2.979656, 1.969217, 0.206621, 0.      ]])
     """
     if tol is None:
         tol = 1e-12

@@ -236,6 +236,12 @@ def enum_pgd_sorted(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False)
     ----------
     prox24-kubler.md Sec. 3.5, Fact 8, Conjecture 9, Algorithm 1; eq. (10), (12), (23), (24).
     proxsparse-liu.txt Sec. 3.3 and Table 1 (EnumPGD).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> enum_pgd_sorted(np.array([[3.0, 2.0, 0.5, 0.1]]), 0.05).round(6)
+    array([[2.979656, 1.969217, 0.206621, 0.      ]])
     """
     dtype, z64, lam, tol, max_iter = _check_pgd_args(z, lam, n, tol, max_iter)
     g, m = z64.shape

@@ -111,7 +111,9 @@ def prox_bruteforce(y, lam, n=2, m=4, *, starts=20, seed=0):
 
     Examples
     --------
-    >>> prox_bruteforce(np.array([3.0, -2.0, 0.5, 0.1]), 0.2)  # doctest: +SKIP
+    >>> import numpy as np
+    >>> prox_bruteforce(np.array([3.0, -2.0, 0.5, 0.1]), 0.05).round(6)
+    array([ 2.979656, -1.969217,  0.206621,  0.      ])
     """
     y = np.asarray(y)
     if not np.issubdtype(y.dtype, np.floating):
