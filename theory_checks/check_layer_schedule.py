@@ -73,7 +73,8 @@ def run(out_dir, quick=False):
     print("  lam_tilde0  " + "".join(f"{'beta=' + str(b):>30s}" for b in betas))
     for il, lt in enumerate(lam_tildes):
         print(f"  {lt:10.0e}  " + "".join(
-            f"{int(round(mean_nit[il, ib])):>8d} | {mean_nogd[il, ib]:.5f} -> {mean_rel[il, ib]:.5f}"
+            f"{int(round(mean_nit[il, ib])):>8d} | {mean_nogd[il, ib]:.5f} -> "
+            f"{mean_rel[il, ib]:.5f}"
             for ib in range(len(betas))))
     figure("runs cut off by max_iter", cut)
 
