@@ -193,7 +193,8 @@ def run(out_dir, quick=False):
     dense_ref = np.all(w_ref > 0, axis=1)
     alm_wrong_sub = int(np.sum((f_alm[sub] - f_ref[sub]) / scale[sub] > F_TOL))
     ipm_off_sub = float(np.max((f_ipm - f_ref[sub]) / scale[sub]))
-    pgd_fail = dense_ref & (((f_pgd - f_ref) / scale > F_TOL) | (np.max(np.abs(w_pgd - w_ref), axis=1) > W_TOL))
+    pgd_fail = dense_ref & (((f_pgd - f_ref) / scale > F_TOL)
+                            | (np.max(np.abs(w_pgd - w_ref), axis=1) > W_TOL))
 
     # the exact Conjecture 9 iteration (dense run only), re-run independently
     suspicious = np.flatnonzero(left | mism)

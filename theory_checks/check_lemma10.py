@@ -99,7 +99,8 @@ def run(out_dir, quick=False):
                                                       f"({int((lam < lam3[sub]).sum())} in the IPM subsample)")
     figure("  ... 3-sparse optimum there (violations: ALM / best of ALM, IPM)",
            f"{int(viol3.sum())} / {int(viol3_b.sum())}")
-    figure("smallest lam / (z3/(z1 z2)) among 2-sparse optima", float(np.min((lam / lam2)[(supp <= 2) & (supp >= 0)])))
+    two = (supp <= 2) & (supp >= 0)
+    figure("smallest lam / (z3/(z1 z2)) among 2-sparse optima", float(np.min((lam / lam2)[two])))
     figure("smallest lam / (z4/e2(z_1:3)) among 3-sparse optima", float(np.min((lam / lam3)[supp == 3])))
     figure("confirmed 3-sparse optima violating lam e2(w*_1:3) >= z4", int(sharp_b.sum()))
     figure("ALM vs IPM on the subsample", f"IPM better by > 1e-10 (rel.) on {int(np.sum(rel > 1e-10))}, "
@@ -119,7 +120,8 @@ def run(out_dir, quick=False):
     ):
         bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()), 60)
         for k, c in ((2, "C3"), (3, "C1"), (4, "C0")):
-            ax.hist(ratio[supp == k], bins=bins, histtype="step", color=c, label=("dense" if k == 4 else f"{k}-sparse") + " optimum (ALM)")
+            name = "dense" if k == 4 else f"{k}-sparse"
+            ax.hist(ratio[supp == k], bins=bins, histtype="step", color=c, label=f"{name} optimum (ALM)")
         ax.axvline(1.0, color="k", ls="--", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")

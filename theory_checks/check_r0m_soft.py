@@ -61,7 +61,8 @@ def run(out_dir, quick=False):
     for meth in ("alm", "pgd", "ipm"):
         got = {k: v for k, v in worst.items() if k[0] == meth}
         if got:
-            figure(f"prox_nm(method={meth!r}, n=0)", ", ".join(f"M={k[1]} {k[2]}: {v:.1e}" for k, v in got.items()))
+            figure(f"prox_nm(method={meth!r}, n=0)",
+                   ", ".join(f"M={k[1]} {k[2]}: {v:.1e}" for k, v in got.items()))
     for r in refused:
         figure("refused n=0", r)
 

@@ -6,7 +6,8 @@ for 2:4 and 2:3 (and of degree N + 1 in general, so the rule reads lam / c^(N-1)
 for the three 2:4 solvers (ALM, PGD, IPM), the 2:3 ones, and ALM on 1:4, 2:8 and 3:8 (where
 the exponent is N - 1), on random ``y ~ N(0, 1)`` groups and random ``c`` (log-uniform in
 [1e-2, 1e2]) and ``lam`` (log-uniform in [1e-2, 1e1]); one batched ``prox_nm`` call per
-(c, lam) pair (2000 groups; IPM, a slow batched NumPy reference: 200). Criterion: relative objective mismatch ``|f_{cy}(w_c) - c^2 f_y(w)| / (c^2 (1 +
+(c, lam) pair (2000 groups; IPM, a slow batched NumPy reference: 200). Criterion: relative
+objective mismatch ``|f_{cy}(w_c) - c^2 f_y(w)| / (c^2 (1 +
 f_y(w)))`` <= 1e-10 and ``max |w_c - c w| / (c max|y|)`` <= 1e-6.
 """
 

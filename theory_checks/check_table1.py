@@ -76,8 +76,10 @@ def run(out_dir, quick=False):
     Y_tied = np.sign(rng.standard_normal((n_prob, 4))) * (1.6 + 0.01 * rng.standard_normal((n_prob, 4)))
     _, F_t, _ = _solve_all(Y_tied, lams)
     best_t = np.min(np.stack([F_t[meth] for meth in METHODS]), axis=0)
-    figure("nearly tied variant (reported)", "y = +-(1.6 + 0.01 N(0,1)), same lams: worst suboptimality " + ", ".join(
-        f"{meth.upper()} {np.max(F_t[meth] - best_t):.2e} ({int(np.sum(F_t[meth] - best_t > 1e-10))} pairs > 1e-10)"
+    figure("nearly tied variant (reported)", "y = +-(1.6 + 0.01 N(0,1)), same lams: worst "
+           "suboptimality " + ", ".join(
+        f"{meth.upper()} {np.max(F_t[meth] - best_t):.2e} "
+        f"({int(np.sum(F_t[meth] - best_t > 1e-10))} pairs > 1e-10)"
         for meth in METHODS))
 
     n_cert = 10 if quick else 50
