@@ -216,7 +216,7 @@ def test_scalar_2_4_kernel_matches_generic_kernel(dtype):
         assert w_fast.dtype == dtype
         atol = 1e-12 if dtype == np.float64 else 1e-6
         np.testing.assert_allclose(w_fast, w_gen, rtol=0, atol=atol)
-        np.testing.assert_array_equal(it_fast, it_gen)
+        assert it_fast.sum() <= it_gen.sum()  # more bracket passes prune more candidates
 
 
 def test_shortcuts_are_exact_on_many_cells():
@@ -224,7 +224,7 @@ def test_shortcuts_are_exact_on_many_cells():
     agree in objective on cells spread over all three regimes."""
     rng = np.random.default_rng(9)
     Y = rng.standard_normal((400, 4))
-    lams = np.exp(rng.uniform(np.log(0.05), np.log(3.0), 400))
+    lams = np.exp(rng.uniform(np.log(0.01), np.log(30.0), 400))
     for g in range(0, 400, 50):
         lam = float(lams[g])
         W = prox_nm(Y[g : g + 50], lam)

@@ -56,6 +56,10 @@ DEFAULT_MAX_ITER = 10_000
 # Newton is tried once a sweep moves no coordinate by more than this times max z.
 _NEWTON_START = 0.01
 
+# Jacobi passes that refine the bracket of interior stationary points before pruning
+# (the 2:4 kernel; the generic kernel uses one pass).
+_BRACKET = 3
+
 # Newton steps in a row between two sweeps (quadratic convergence needs ~5).
 _MAX_NEWTON = 12
 
@@ -576,15 +580,26 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
             tol_abs = tol * z1
             newton_start = _NEWTON_START * z1
             best = 0.5 * (z3 * z3 + z4 * z4)
+            cap = 1.0 / lam if lam > 0.0 else np.inf
             # candidate s = 3 (eq. 11-13), with the exact pruning of _enum_alm_one
             if z3 > 0.0:
-                l1 = max(z1 - lam * z2 * z3, 0.0)
-                l2 = max(z2 - lam * z1 * z3, 0.0)
-                l3 = max(z3 - lam * z1 * z2, 0.0)
-                u1 = z1 - lam * l2 * l3
-                u2 = z2 - lam * l1 * l3
-                u3 = z3 - lam * l1 * l2
-                if u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and lam * l1 <= 1.0:
+                # bracket lo <= u <= up of every interior stationary point, refined by
+                # _BRACKET Jacobi passes of u_i = z_i - lam e_2(u_{S-i}) (antitone map)
+                # PSD Hessian (eq. 23) needs lam u_i <= 1: cap the upper bound at 1 / lam
+                u1, u2, u3 = min(z1, cap), min(z2, cap), min(z3, cap)
+                ok = True
+                for _ in range(_BRACKET):
+                    l1 = max(z1 - lam * u2 * u3, 0.0)
+                    l2 = max(z2 - lam * u1 * u3, 0.0)
+                    l3 = max(z3 - lam * u1 * u2, 0.0)
+                    u1 = min(u1, z1 - lam * l2 * l3)
+                    u2 = min(u2, z2 - lam * l1 * l3)
+                    u3 = min(u3, z3 - lam * l1 * l2)
+                    if not (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and lam * l1 <= 1.0
+                            and l1 <= u1 and l2 <= u2 and l3 <= u3):
+                        ok = False
+                        break
+                if ok:
                     g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
                     lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
@@ -601,16 +616,25 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                             b1, b2, b3, b4 = w1, w2, w3, 0.0
             # candidate s = 4 (eq. 14)
             if z4 > 0.0:
-                l1 = max(z1 - lam * (z2 * z3 + z2 * z4 + z3 * z4), 0.0)
-                l2 = max(z2 - lam * (z1 * z3 + z1 * z4 + z3 * z4), 0.0)
-                l3 = max(z3 - lam * (z1 * z2 + z1 * z4 + z2 * z4), 0.0)
-                l4 = max(z4 - lam * (z1 * z2 + z1 * z3 + z2 * z3), 0.0)
-                u1 = z1 - lam * (l2 * l3 + l2 * l4 + l3 * l4)
-                u2 = z2 - lam * (l1 * l3 + l1 * l4 + l3 * l4)
-                u3 = z3 - lam * (l1 * l2 + l1 * l4 + l2 * l4)
-                u4 = z4 - lam * (l1 * l2 + l1 * l3 + l2 * l3)
-                if (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and u4 > 0.0
-                        and lam * (l1 + l2) <= 1.0):
+                # PSD Hessian (eq. 24) needs lam (u_k + u_l) <= 1, so lam u_i <= 1 too
+                u1, u2, u3, u4 = min(z1, cap), min(z2, cap), min(z3, cap), min(z4, cap)
+                ok = True
+                for _ in range(_BRACKET):
+                    l1 = max(z1 - lam * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
+                    l2 = max(z2 - lam * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
+                    l3 = max(z3 - lam * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
+                    l4 = max(z4 - lam * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
+                    # and u_i <= 1/lam - u_j <= cap - l_j for any j != i
+                    u1 = min(u1, min(z1 - lam * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
+                    u2 = min(u2, min(z2 - lam * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
+                    u3 = min(u3, min(z3 - lam * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
+                    u4 = min(u4, min(z4 - lam * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
+                    if not (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and u4 > 0.0
+                            and lam * (l1 + l2) <= 1.0 and l1 <= u1 and l2 <= u2
+                            and l3 <= u3 and l4 <= u4):
+                        ok = False
+                        break
+                if ok:
                     g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
                     lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
