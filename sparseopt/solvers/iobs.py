@@ -350,7 +350,7 @@ def topk_iobs(
 
         else:
             H = X.T @ X
-            cf, delta = _factor(H, damping, "")
+            cf, delta = _factor(H, damping, "(least squares, H = X'X)")
             n_factor = 1
 
             def direction(g, x):
