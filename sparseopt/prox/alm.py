@@ -506,6 +506,7 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter):
     For s = 3 the fourth coordinate is fixed at 0 and z4 is not used. Returns
     (w1, w2, w3, w4, sweeps) with sweeps = max_iter + 1 if the tolerance was not reached.
     """
+    newton_stop = 0.01 * tol_abs * z1
     w1 = z1
     w2 = z2
     w3 = z3
@@ -542,7 +543,9 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter):
             if f_new > f_old + _OBJ_SLACK * abs(f_old):
                 break
             w1, w2, w3, w4, f_old = b1, b2, b3, b4, f_new
-            if st <= tol_abs:
+            # quadratic convergence: the next step would be ~ st^2 / z1 <= tol, so the
+            # confirming sweep can follow now (if it does not confirm, iterations go on)
+            if st * st <= newton_stop:
                 break
     return w1, w2, w3, w4, max_iter + 1
 
