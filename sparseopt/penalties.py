@@ -127,7 +127,8 @@ class _TailPenalty(_Penalty):
     sum_{i in T} h(|w_i|), where h is the per-entry penalty (1[a > 0], a or a^2 / 2): the
     minimum picks the M - N smallest magnitudes because h is non-decreasing. Then
 
-        min_w 0.5||w - x||^2 + c R(w) = min_T sum_{i in T} min_{w_i} [0.5 (w_i - x_i)^2 + c h(|w_i|)]
+        min_w 0.5||w - x||^2 + c R(w)
+            = min_T sum_{i in T} min_{w_i} [0.5 (w_i - x_i)^2 + c h(|w_i|)]
 
     (entries outside T are free, so w_i = x_i there). The inner value
     phi(x_i) = min_w 0.5 (w - x_i)^2 + c h(|w|) is non-decreasing in |x_i| for all three h,

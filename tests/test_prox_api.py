@@ -94,9 +94,10 @@ def test_float32_matches_float64_to_float32_precision():
     y = rng.standard_normal((2000, 4))
     w64 = prox_nm(y, 0.3)
     w32 = prox_nm(y.astype(np.float32), 0.3)
+    y32 = y.astype(np.float32).astype(np.float64)
     f64 = prox_objective(w64, y, 0.3).ravel()
-    f32 = prox_objective(w32.astype(np.float64), y.astype(np.float32).astype(np.float64), 0.3).ravel()
-    f64b = prox_objective(w64, y.astype(np.float32).astype(np.float64), 0.3).ravel()
+    f32 = prox_objective(w32.astype(np.float64), y32, 0.3).ravel()
+    f64b = prox_objective(w64, y32, 0.3).ravel()
     assert np.all(f32 <= f64b + 1e-6)  # the float32 answer is optimal to float32 precision
     assert np.mean(np.abs(w32 - w64) < 1e-5) > 0.99
     assert f64.shape == f32.shape

@@ -295,7 +295,7 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
             it = max_iter
         sweeps += it
         val = _restricted_value(w, z, s, lam, n, e) + tail_s
-        if val < best:
+        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
             best = val
             for i in range(s):
                 wbest[i] = w[i]
@@ -614,7 +614,7 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                             it = max_iter
                         it_total += it
                         val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lam) + 0.5 * z4 * z4
-                        if val < best:
+                        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                             best = val
                             b1, b2, b3, b4 = w1, w2, w3, 0.0
             # candidate s = 4 (eq. 14)
@@ -649,7 +649,7 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                             it = max_iter
                         it_total += it
                         val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam)
-                        if val < best:
+                        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                             best = val
                             b1, b2, b3, b4 = w1, w2, w3, w4
         sweeps[g] = it_total
@@ -861,7 +861,7 @@ def enum_alm_numpy(y, lam, n, m, tol, max_iter):
                     if np.max(np.abs(w - old)) <= tol * z[0]:
                         break
                 val = 0.5 * np.sum((w - z) ** 2) + lam * _esym_np(w, n + 1)
-                if val < best:
+                if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                     best, best_w = val, w
         res = np.zeros(m)
         res[order] = best_w
