@@ -14,27 +14,29 @@ For one group y in R^M the prox of lam * r_{N:M} (prox24-kubler eq. 6-7) is comp
 3. The candidate of smallest objective wins (ties go to the sparser candidate); order and
    signs are restored.
 
-Two shortcuts make it fast; both are exact (they never change which point is returned
-except through rounding):
+Shortcuts make it fast; all are exact (they never change which point is returned except
+through rounding); docs/prox.md has the proofs:
 
-* **KKT pruning.** A candidate of support S = top-s can only be the optimum if the
-  restricted problem has an interior KKT point w > 0 on S. Every such point satisfies
-  w_i = z_i - lam e_N(w_{S minus i}) <= z_i (Lemma 4), hence
-  w_j >= l_j := max(z_j - lam e_N(z_{S minus j}), 0), and therefore
-  w_s <= z_s - lam e_N(l_1..l_{s-1}). If that bound is <= 0 the candidate cannot be
-  interior and is skipped (the generalization of the necessary conditions of
-  prox24-kubler Lemma 10).
-* **Newton acceleration.** After each sweep, if the current iterate is strictly positive
-  and the Hessian of the restricted objective (the Jacobian of the stationarity system
-  w_i - z_i + lam e_N(w_{S minus i}) = 0) is positive definite (a Cholesky factorization
-  succeeds), one Newton step is tried; it is accepted only if it stays strictly positive
-  and does not increase the objective. Sweeps continue afterwards and the stopping rule is
-  always the sweep rule of Alg. 2, so Newton only changes how fast the same stationary
-  point is reached.
+* **Pruning.** A candidate of support S = top-s can only be the optimum if the restricted
+  problem has an interior stationary point u > 0 on S with a PSD Hessian. Since
+  u_i = z_i - lam e_N(u_{S minus i}) <= z_i and this map is antitone, Jacobi passes give a
+  bracket lo <= u <= up; the candidate is skipped if the bracket is empty or non-positive
+  (generalizing the necessary conditions of prox24-kubler Lemma 10), if the PSD condition
+  lam e_{N-1}(u_{S minus i, j}) <= 1 (proof of Fact 8) fails at lo, or if the lower bound
+  0.5||z - up||^2 + lo.(z - up)/(N+1) + tail on its value (Euler's identity) exceeds the best
+  candidate so far.
+* **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z, Newton
+  steps are tried on the stationarity system of the current face (the positive coordinates),
+  accepted only if the Hessian there is positive definite (a Cholesky factorization
+  succeeds), the step stays strictly positive and the objective does not increase. The
+  stopping rule is always the sweep rule of Alg. 2, so Newton only changes how fast the
+  same stationary point is reached.
 
-The footnote-3 shortcut of prox24-kubler (stop when the dense candidate is a local minimum)
-is not used: Corollary 6 states the converse (if the optimum is dense then every local
-minimum is global), and we found no proof of the footnote's direction.
+2:4 has its own kernel on local scalars (``_solve_chunk24``); every other N:M uses the
+generic array kernel (``_solve_chunk``). The footnote-3 shortcut of prox24-kubler (stop when
+the dense candidate is a local minimum) is not used: Corollary 6 states the converse (if the
+optimum is dense then every local minimum is global), and we found no proof of the
+footnote's direction.
 """
 
 from __future__ import annotations
