@@ -62,6 +62,10 @@ _NEWTON_START = 0.01
 # (the 2:4 kernel; the generic kernel uses one pass).
 _BRACKET = 3
 
+# 2:4 kernel: ALM starts in the middle of the bracket of interior stationary points when
+# the bracket is narrower than this times max z (else at z, as in Alg. 2).
+_WARM = 0.3
+
 # Newton steps in a row between two sweeps (quadratic convergence needs ~5).
 _MAX_NEWTON = 12
 
@@ -502,17 +506,18 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
 
 
 @njit(cache=True, inline="always")
-def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter):
-    """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4).
+def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
+    """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
+    started at x (z_{1:s} in Alg. 2; the caller may pass a point of a tight bracket).
 
     For s = 3 the fourth coordinate is fixed at 0 and z4 is not used. Returns
     (w1, w2, w3, w4, sweeps) with sweeps = max_iter + 1 if the tolerance was not reached.
     """
     newton_stop = 0.01 * tol_abs * z1
-    w1 = z1
-    w2 = z2
-    w3 = z3
-    w4 = z4 if s == 4 else 0.0
+    w1 = x1
+    w2 = x2
+    w3 = x3
+    w4 = x4 if s == 4 else 0.0
     y4 = z4 if s == 4 else 0.0
     for it in range(1, max_iter + 1):
         v = z1 - lam * (w2 * w3 + w2 * w4 + w3 * w4)
@@ -609,8 +614,12 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
                     if lb <= best * slack:
+                        x1, x2, x3 = z1, z2, z3
+                        if max(u1 - l1, max(u2 - l2, u3 - l3)) <= _WARM * z1:
+                            # every interior stationary point is in this small box
+                            x1, x2, x3 = 0.5 * (l1 + u1), 0.5 * (l2 + u2), 0.5 * (l3 + u3)
                         w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lam, tol_abs,
-                                                    newton_start, max_iter)
+                                                    newton_start, max_iter, x1, x2, x3, 0.0)
                         if it > max_iter:
                             mx = True
                             it = max_iter
@@ -644,8 +653,12 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
                     if lb <= best * slack:
+                        x1, x2, x3, x4 = z1, z2, z3, z4
+                        if max(max(u1 - l1, u2 - l2), max(u3 - l3, u4 - l4)) <= _WARM * z1:
+                            x1, x2 = 0.5 * (l1 + u1), 0.5 * (l2 + u2)
+                            x3, x4 = 0.5 * (l3 + u3), 0.5 * (l4 + u4)
                         w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lam, tol_abs,
-                                                    newton_start, max_iter)
+                                                    newton_start, max_iter, x1, x2, x3, x4)
                         if it > max_iter:
                             mx = True
                             it = max_iter
