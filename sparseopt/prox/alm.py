@@ -216,14 +216,59 @@ def _newton_try(z, w, s, lam, n, wn, J, F, e, act):
 
 
 @njit(cache=True, inline="always")
+def _balanced_root(zbar, a, n):
+    """The root t >= 0 of t + a t^N = zbar (a >= 0, zbar >= 0), increasing in t."""
+    if a <= 0.0 or zbar <= 0.0:
+        return zbar
+    if n == 1:
+        return zbar / (1.0 + a)
+    if n == 2:
+        return 2.0 * zbar / (1.0 + np.sqrt(1.0 + 4.0 * a * zbar))
+    lo = 0.0
+    hi = zbar
+    for _ in range(200):  # bisection to the last bit
+        t = 0.5 * (lo + hi)
+        if t <= lo or t >= hi:
+            break
+        if t + a * t**n > zbar:
+            hi = t
+        else:
+            lo = t
+    return 0.5 * (lo + hi)
+
+
+@njit(cache=True, inline="always")
+def _balanced_start(z, s, lam, n, w):
+    """Start of ALM for support [0, s): w_i = max(t + z_i - mean(z_S), 0).
+
+    t is the common value of the stationary point of the averaged problem (all z_i equal
+    to their mean): t + lam C(s-1, N) t^N = mean(z_S). The paper's start w = z (Alg. 2)
+    can stall at a boundary critical point when z is nearly tied: with z = (1.6, 1.59,
+    1.58), lam = 0.65 the first update sets w_1 = 0 for good, and the 3-sparse candidate is
+    missed (prox24-kubler Fig. 1d). The balanced start is inside the region where the
+    coordinates shrink together and avoids that; see docs/prox.md.
+    """
+    zbar = 0.0
+    for i in range(s):
+        zbar += z[i]
+    zbar /= s
+    c = 1.0
+    for j in range(n):  # C(s-1, n)
+        c = c * (s - 1 - j) / (j + 1)
+    t = _balanced_root(zbar, lam * c, n)
+    for i in range(s):
+        v = t + z[i] - zbar
+        w[i] = v if v > 0.0 else 0.0
+
+
+@njit(cache=True, inline="always")
 def _alm_support(z, s, lam, n, tol_rel, tol_abs, max_iter, w, wn, J, F, e, act):
-    """ALM (proxsparse-liu Alg. 2) on the top-s coordinates from w = z_{1:s}, with Newton.
+    """ALM (proxsparse-liu Alg. 2) on the top-s coordinates from the balanced start, with Newton.
 
     Returns the number of sweeps; ``max_iter + 1`` flags that the sweep tolerance was
     not reached.
     """
-    for i in range(s):
-        w[i] = z[i]
+    _balanced_start(z, s, lam, n, w)
     for it in range(1, max_iter + 1):
         delta = 0.0
         for i in range(s):
@@ -505,7 +550,7 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return b1, b2, b3, b4, step
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)  # scalars only: a plain call costs no reference counting
 def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
     started at x (z_{1:s} in Alg. 2; the caller may pass a point of a tight bracket).
@@ -614,7 +659,10 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
                     if lb <= best * slack:
-                        x1, x2, x3 = z1, z2, z3
+                        # balanced start (see _balanced_start): t + lam t^2 = mean z
+                        zb = (z1 + z2 + z3) / 3.0
+                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lam * zb))
+                        x1, x2, x3 = t + z1 - zb, t + z2 - zb, max(t + z3 - zb, 0.0)
                         if max(u1 - l1, max(u2 - l2, u3 - l3)) <= _WARM * z1:
                             # every interior stationary point is in this small box
                             x1, x2, x3 = 0.5 * (l1 + u1), 0.5 * (l2 + u2), 0.5 * (l3 + u3)
@@ -653,7 +701,11 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
                     if lb <= best * slack:
-                        x1, x2, x3, x4 = z1, z2, z3, z4
+                        # balanced start: t + 3 lam t^2 = mean z (C(3, 2) = 3)
+                        zb = 0.25 * (z1 + z2 + z3 + z4)
+                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lam * zb))
+                        x1, x2 = t + z1 - zb, max(t + z2 - zb, 0.0)
+                        x3, x4 = max(t + z3 - zb, 0.0), max(t + z4 - zb, 0.0)
                         if max(max(u1 - l1, u2 - l2), max(u3 - l3, u4 - l4)) <= _WARM * z1:
                             x1, x2 = 0.5 * (l1 + u1), 0.5 * (l2 + u2)
                             x3, x4 = 0.5 * (l3 + u3), 0.5 * (l4 + u4)
@@ -789,6 +841,21 @@ def _esym_np(a, k):
     return float(e[k])
 
 
+def _balanced_start_np(zs, lam, n):
+    """NumPy twin of ``_balanced_start``: max(t + z_i - mean z, 0), t + lam C(s-1,N) t^N = mean z."""
+    from math import comb
+
+    from scipy.optimize import brentq
+
+    zbar = float(np.mean(zs))
+    a = lam * comb(len(zs) - 1, n)
+    if a <= 0.0 or zbar <= 0.0:
+        t = zbar
+    else:
+        t = brentq(lambda t: t + a * t**n - zbar, 0.0, zbar, xtol=1e-300, rtol=1e-15)
+    return np.maximum(t + zs - zbar, 0.0)
+
+
 def _alm_sweep_np(w, z, lam, n, s):
     """One Gauss-Seidel sweep of proxsparse-liu Alg. 2 on coordinates [0, s), in place."""
     for i in range(s):
@@ -869,7 +936,7 @@ def enum_alm_numpy(y, lam, n, m, tol, max_iter):
         if z[0] > 0:
             for s in range(n + 1, m + 1):
                 w = np.zeros(m)
-                w[:s] = z[:s]
+                w[:s] = _balanced_start_np(z[:s], lam, n)
                 for _ in range(max_iter):
                     old = w.copy()
                     _alm_sweep_np(w, z, lam, n, s)
