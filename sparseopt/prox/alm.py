@@ -10,7 +10,8 @@ For one group y in R^M the prox of lam * r_{N:M} (prox24-kubler eq. 6-7) is comp
    w = (z_1..z_N, 0, ...) exactly; for every s = N+1..M the candidate is the limit of ALM
    (proxsparse-liu Alg. 2) on the top-s coordinates, i.e. cyclic exact coordinate
    minimization, whose one-dimensional solution is soft-thresholding (Fact 5)
-   ``w_i <- max(z_i - lam * e_N(w_{S minus i}), 0)``.
+   ``w_i <- max(z_i - lam * e_N(w_{S minus i}), 0)``, started at the balanced point of
+   ``_balanced_start`` (Alg. 2's start w = z can stall on nearly tied inputs).
 3. The candidate of smallest objective wins (ties go to the sparser candidate); order and
    signs are restored.
 
