@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from sparseopt.demo.layer import correlated_hessian, fig2_problem
+from sparseopt.demo.layer import correlated_hessian, fig2_problem, one_thread
 from theory_checks.check_layer_fig2 import diagonal_optimum
 from theory_checks.check_layer_toy import (
     PAPER_OPTIMUM,
@@ -21,17 +21,10 @@ from theory_checks.check_layer_toy import (
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
-    """Run these tests single-threaded: on the shared 2-core machine, BLAS and Numba thread
-    pools oversubscribe and make the many small products here 10-50x slower. Results do not
-    depend on it (all claims have tolerances); the previous limits are restored afterwards."""
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    with threadpool_limits(limits=1):
+    """Single-threaded (see ``sparseopt.demo.layer.one_thread``): these small products are
+    10-50x slower with oversubscribed thread pools on the shared 2-core machine."""
+    with one_thread():
         yield
-    numba.set_num_threads(before)
 
 
 def _random_psd(d, rank, rng):
@@ -127,6 +120,22 @@ def test_fig2_problem_limits_and_determinism():
         fig2_problem(16, 1.5)
     with pytest.raises(ValueError, match="d must"):
         fig2_problem(0, 0.5)
+
+
+def test_one_thread_restores_numba_threads():
+    import numba
+
+    most = numba.config.NUMBA_NUM_THREADS
+    if most < 2:
+        pytest.skip("Numba has a single thread here: nothing to restore")
+    outer = numba.get_num_threads()  # 1 under the module fixture
+    numba.set_num_threads(most)
+    try:
+        with one_thread():
+            assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == most
+    finally:
+        numba.set_num_threads(outer)
 
 
 def test_correlated_hessian_is_psd_and_correlated():

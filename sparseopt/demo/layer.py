@@ -7,6 +7,7 @@ the checks and the benchmark prune exactly the same matrices.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -20,10 +21,37 @@ __all__ = [
     "fig2_plot",
     "fig2_table",
     "section",
+    "one_thread",
 ]
 
 #: Methods compared in the Fig. 2 reproduction, in plotting order.
 FIG2_METHODS = ("magnitude", "wanda", "sparsegpt", "maiht", "iobs", "prox")
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the block with Numba (and, if threadpoolctl is installed, BLAS) single-threaded.
+
+    The layer problems of the checks and the demo are one row or a few rows: their products
+    are matrix-vector sized, where a second thread only adds start-up cost, and on a shared
+    2-core machine oversubscribed thread pools made them 10-50x slower. Results do not change
+    (up to BLAS summation order); the previous limits are restored on exit.
+    """
+    import numba
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # optional (comes with scikit-learn): only speed is affected
+        blas = contextlib.nullcontext()
+    else:
+        blas = threadpool_limits(limits=1)
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        with blas:
+            yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def fig2_problem(d, alpha, *, seed=0):
@@ -210,7 +238,8 @@ def section(out_dir, quick=False):
     d, alphas = (64, (0.0, 0.5, 1.0)) if quick else (256, (0.0, 0.25, 0.5, 0.75, 1.0))
     refine = 200 if quick else 1000
     print(f"[demo] layer: Fig. 2 sweep, d={d}, alphas={alphas}", flush=True)
-    sweep = fig2_sweep(d, alphas, (0,), refine_steps=refine)
+    with one_thread():
+        sweep = fig2_sweep(d, alphas, (0,), refine_steps=refine)
     fig = fig2_plot(sweep, title=f"2:4 pruning, d={d}, seed 0, +{refine} masked GD steps")
     os.makedirs(out_dir, exist_ok=True)
     fig.savefig(os.path.join(out_dir, "layer_fig2.png"), dpi=110, bbox_inches="tight")
