@@ -71,7 +71,7 @@ def run_check(out_dir, quick=False):
         and ``"alpha<1 prox lowest"``.
     """
     if quick:
-        d, alphas, seeds = 128, (0.0, 0.5, 1.0), (0,)
+        d, alphas, seeds = 256, (0.0, 0.5, 1.0), (0, 1)
     else:
         d, seeds = 1024, (0, 1, 2)
         alphas = tuple(float(a) for a in np.round(np.linspace(0.0, 1.0, 11), 2))

@@ -40,7 +40,7 @@ def run(out_dir, quick=False):
     from sparseopt.patterns import NM
 
     if quick:
-        d, seeds, betas, lam_tildes = 64, (0,), (1.02, 1.1), (1e-3, 1e-1)
+        d, seeds, betas, lam_tildes = 128, (0,), (1.01, 1.05, 1.1), (1e-3, 1e-1)
     else:
         d, seeds = 1024, (0, 1, 2)
         betas, lam_tildes = (1.005, 1.01, 1.02, 1.05, 1.1), (1e-4, 1e-3, 1e-2, 1e-1)
