@@ -41,7 +41,7 @@ def test_maiht_is_the_solver_on_the_normalised_problem():
     W_star, H, _ = random_layer(rng, 3, 16, corr=1.0)
     e = 1.0 / np.sqrt(2.0 * np.diag(H))
     He = H * np.outer(e, e)
-    step = 0.95 / np.linalg.eigvalsh(2.0 * He)[-1]
+    step = 0.95 / (np.linalg.eigvalsh(2.0 * He)[-1] + 0.1)  # alpha = 0.95 / ||X'X + mu I||
     ref = maiht(LayerLoss(W_star / e, He), pattern=NM(2, 4), step=step, mu=0.1, max_iter=50,
                 refine_steps=30)
     res = prune(W_star, H, method="maiht")

@@ -175,16 +175,13 @@ def fig2_quick(tmp_path_factory):
 
 
 @pytest.mark.parametrize("claim", ["alpha=1 wanda", "alpha=1 sparsegpt", "alpha=1 iobs",
-                                   "alpha=1 prox", "alpha<1 prox lowest"])
+                                   "alpha=1 prox", "alpha=1 maiht", "alpha<1 prox lowest"])
 def test_fig2_quick_claims(fig2_quick, claim):
     passed, claims, out = fig2_quick
     assert claims[claim]
     assert os.path.getsize(out / "layer_fig2.png") > 1000
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known: maiht's defaults (mu=0.1, step 0.95/||X'X||, which ignores mu) overshoot on a "
-    "diagonal H and flip masks; with mu=0 or step_scale=0.5 it reaches the Theorem-1 optimum"))
 def test_fig2_quick_maiht_reaches_theorem1_optimum(fig2_quick):
     passed, claims, _ = fig2_quick
     assert claims["alpha=1 maiht"]

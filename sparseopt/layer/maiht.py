@@ -25,7 +25,7 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     mu : float, default 0.1
         l2 stabiliser of eq. 5, in the paper's scaling (normalised X'X with unit diagonal).
     step_scale : float, default 0.95
-        alpha = step_scale / ||X'X||_2 (Sec. 4: 0.95).
+        alpha = step_scale / ||X'X + mu I||_2 (Sec. 4: 0.95; see Notes).
     iters : int, default 50
         mAIHT iterations t_1 (Sec. 4: 50).
     refine_iters : int, default 30
@@ -51,7 +51,10 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     L(W) = Tr((W - W*) H (W - W*)') is the same with the variable transposed and
     X'X = 2H (see ``LayerLoss``). Hence E = Diag(2H)^{-1/2}: the solver runs on
     LayerLoss(W* E^{-1}, E H E), whose X'X = 2 E H E has unit diagonal, so the paper's
-    mu = 0.1 keeps its meaning; alpha = step_scale / (2 gamma_max(E H E)). The solver
+    mu = 0.1 keeps its meaning; alpha = step_scale / (2 gamma_max(E H E) + mu). Sec. 4 writes
+    0.95 / ||X'X||_2; by Remark 2.3 the mu-problem is problem (2) with X'X + mu I, and we take
+    the norm of that matrix so that alpha < 1/L holds for the objective being minimised
+    (with ||X'X|| alone, alpha = 0.95 > 1/1.1 on a diagonal normalised H). The solver
     minimises f + mu/2 ||W - W*_E||^2 (eq. 5), starts from W^0 = W^1 = Z^1 = W*_E
     (Alg. 1 line 2) and projects onto the pattern instead of hard thresholding (App. D.3).
     Dead inputs (H_jj = 0) are left unscaled. Cost per iteration: four gradient products
@@ -79,7 +82,10 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     if g <= 0:  # H = 0: every W has loss 0; the projection is as good as anything
         W_out = pattern.project(W)
         return W_out, pattern.mask(W), {}, {"nit": 0, "stop_reason": "H = 0"}
-    step = step_scale / (2.0 * g)
+    # Remark 2.3: eq. 5 is problem (2) with X'X <- X'X + mu I, so Sec. 4's ||X'X||_2 is read
+    # for the problem actually solved; this keeps alpha < 1/L (Lemma 3.2). With ||2H|| alone
+    # the step overshoots when 2 E H E is close to I (e.g. diagonal H) and flips masks.
+    step = step_scale / (2.0 * g + float(mu))
     f = LayerLoss(W_e, H_e, check_psd=False)
     res = maiht(f, pattern=pattern, step=step, mu=float(mu), max_iter=int(iters),
                 refine_steps=int(refine_iters), tol=tol)
