@@ -89,6 +89,19 @@ def test_scale_covariance(n, m):
             np.testing.assert_allclose(wc, c * w, rtol=1e-9, atol=1e-12 * c)
 
 
+@pytest.mark.parametrize("n,m", [(2, 4), (3, 8)])
+def test_extreme_scales_do_not_overflow(n, m):
+    """Groups are normalized by their largest magnitude inside the kernel, so the cubic (or
+    higher) products cannot overflow or underflow: covariance holds at 1e-150 and 1e150."""
+    rng = np.random.default_rng(6)
+    y = rng.standard_normal((300, m))
+    w = prox_nm(y, 0.3, n, m)
+    for c in [1e-150, 1e150]:
+        wc = prox_nm(c * y, 0.3 / c ** (n - 1), n, m)
+        assert np.all(np.isfinite(wc))
+        np.testing.assert_allclose(wc / c, w, rtol=1e-9, atol=1e-12)
+
+
 def test_float32_matches_float64_to_float32_precision():
     rng = np.random.default_rng(4)
     y = rng.standard_normal((2000, 4))

@@ -126,8 +126,8 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
     array([3., 0., 2., 0.])
     """
     y, lam, n, m, tol, max_iter = _validate(y, lam, n, m, method, tol, max_iter)
-    if y.size == 0:
-        return y.copy()
+    if y.size == 0 or lam == 0.0:
+        return y.copy()  # lam = 0: the prox of the zero function is the identity
     if n == 0:
         return prox_r0m(y, lam)
     if n == 1:

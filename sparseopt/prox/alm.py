@@ -294,7 +294,7 @@ def _alm_support(z, s, lam, n, tol_rel, tol_abs, max_iter, w, wn, J, F, e, act):
 
 
 @njit(cache=True, inline="always")
-def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
+def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act, zo):
     """EnumALM on one sorted non-negative group z (length m); result in wbest.
 
     Returns (total sweeps, True if some candidate hit max_iter).
@@ -303,7 +303,14 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
         wbest[i] = 0.0
     if z[0] <= 0.0:
         return 0, False
-    tol_abs = tol * z[0]
+    # work on z / z_1 with lam z_1^(N-1) (r_{N:M} is homogeneous of degree N + 1): no
+    # overflow of the products for any finite input, and tolerances become scale-free
+    scale = z[0]
+    for i in range(m):
+        zo[i] = z[i]
+        z[i] = z[i] / scale
+    lam = lam * scale ** (n - 1)
+    tol_abs = tol
     # s = N: r_{N:M} vanishes, w = z_{1:N}; objective is half the squared tail.
     tail = 0.0
     for i in range(n, m):
@@ -313,6 +320,7 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
         wbest[i] = z[i]
     sweeps = 0
     maxed = False
+    best_s = n
     # tail_s = 0.5 * sum_{i >= s} z_i^2 for the current s
     tail_s = 0.5 * tail
     for s in range(n + 1, m + 1):
@@ -349,10 +357,17 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act):
         val = _restricted_value(w, z, s, lam, n, e) + tail_s
         if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
             best = val
+            best_s = s
             for i in range(s):
                 wbest[i] = w[i]
             for i in range(s, m):
                 wbest[i] = 0.0
+    if best_s == n:
+        for i in range(n):
+            wbest[i] = zo[i]  # the N-sparse candidate: exactly the input entries
+    else:
+        for i in range(m):
+            wbest[i] = wbest[i] * scale
     return sweeps, maxed
 
 
@@ -374,6 +389,7 @@ def _solve_chunk(y, start, stop, presorted, lam, n, tol, max_iter, out, sweeps, 
     F = np.empty(m, np.float64)
     low = np.empty(m, np.float64)
     act = np.empty(m, np.int64)
+    zo = np.empty(m, np.float64)
     e = np.empty(m + 2, np.float64)
     J = np.empty((m, m), np.float64)
     for g in range(start, stop):
@@ -392,7 +408,8 @@ def _solve_chunk(y, start, stop, presorted, lam, n, tol, max_iter, out, sweeps, 
                     j -= 1
                 z[j] = v
                 perm[j] = k
-        it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act)
+        it, mx = _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act,
+                               zo)
         sweeps[g] = it
         maxed[g] = mx
         for k in range(m):
@@ -632,26 +649,33 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
         b1, b2, b3, b4 = z1, z2, 0.0, 0.0
         it_total = 0
         mx = False
+        two_sparse = True
+        scale = z1
         if z1 > 0.0:
+            # work on z / z1 with lg z1 (r_{2:4} is cubic): no overflow or underflow of the
+            # cubic terms for any finite input, and tolerances become scale-free
+            z1, z2, z3, z4 = 1.0, z2 / scale, z3 / scale, z4 / scale
+            b1, b2 = z1, z2
+            lg = lam * scale
             tol_abs = tol * z1
             newton_start = _NEWTON_START * z1
             best = 0.5 * (z3 * z3 + z4 * z4)
-            cap = 1.0 / lam if lam > 0.0 else np.inf
+            cap = 1.0 / lg if lg > 0.0 else np.inf
             # candidate s = 3 (eq. 11-13), with the exact pruning of _enum_alm_one
             if z3 > 0.0:
                 # bracket lo <= u <= up of every interior stationary point, refined by
-                # _BRACKET Jacobi passes of u_i = z_i - lam e_2(u_{S-i}) (antitone map)
-                # PSD Hessian (eq. 23) needs lam u_i <= 1: cap the upper bound at 1 / lam
+                # _BRACKET Jacobi passes of u_i = z_i - lg e_2(u_{S-i}) (antitone map)
+                # PSD Hessian (eq. 23) needs lg u_i <= 1: cap the upper bound at 1 / lg
                 u1, u2, u3 = min(z1, cap), min(z2, cap), min(z3, cap)
                 ok = True
                 for _ in range(_BRACKET):
-                    l1 = max(z1 - lam * u2 * u3, 0.0)
-                    l2 = max(z2 - lam * u1 * u3, 0.0)
-                    l3 = max(z3 - lam * u1 * u2, 0.0)
-                    u1 = min(u1, z1 - lam * l2 * l3)
-                    u2 = min(u2, z2 - lam * l1 * l3)
-                    u3 = min(u3, z3 - lam * l1 * l2)
-                    if not (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and lam * l1 <= 1.0
+                    l1 = max(z1 - lg * u2 * u3, 0.0)
+                    l2 = max(z2 - lg * u1 * u3, 0.0)
+                    l3 = max(z3 - lg * u1 * u2, 0.0)
+                    u1 = min(u1, z1 - lg * l2 * l3)
+                    u2 = min(u2, z2 - lg * l1 * l3)
+                    u3 = min(u3, z3 - lg * l1 * l2)
+                    if not (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and lg * l1 <= 1.0
                             and l1 <= u1 and l2 <= u2 and l3 <= u3):
                         ok = False
                         break
@@ -660,40 +684,41 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
                     if lb <= best * slack:
-                        # balanced start (see _balanced_start): t + lam t^2 = mean z
+                        # balanced start (see _balanced_start): t + lg t^2 = mean z
                         zb = (z1 + z2 + z3) / 3.0
-                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lam * zb))
+                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
                         x1, x2, x3 = t + z1 - zb, t + z2 - zb, max(t + z3 - zb, 0.0)
                         if max(u1 - l1, max(u2 - l2, u3 - l3)) <= _WARM * z1:
                             # every interior stationary point is in this small box
                             x1, x2, x3 = 0.5 * (l1 + u1), 0.5 * (l2 + u2), 0.5 * (l3 + u3)
-                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lam, tol_abs,
+                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs,
                                                     newton_start, max_iter, x1, x2, x3, 0.0)
                         if it > max_iter:
                             mx = True
                             it = max_iter
                         it_total += it
-                        val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lam) + 0.5 * z4 * z4
+                        val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lg) + 0.5 * z4 * z4
                         if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                             best = val
+                            two_sparse = False
                             b1, b2, b3, b4 = w1, w2, w3, 0.0
             # candidate s = 4 (eq. 14)
             if z4 > 0.0:
-                # PSD Hessian (eq. 24) needs lam (u_k + u_l) <= 1, so lam u_i <= 1 too
+                # PSD Hessian (eq. 24) needs lg (u_k + u_l) <= 1, so lg u_i <= 1 too
                 u1, u2, u3, u4 = min(z1, cap), min(z2, cap), min(z3, cap), min(z4, cap)
                 ok = True
                 for _ in range(_BRACKET):
-                    l1 = max(z1 - lam * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
-                    l2 = max(z2 - lam * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
-                    l3 = max(z3 - lam * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
-                    l4 = max(z4 - lam * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
-                    # and u_i <= 1/lam - u_j <= cap - l_j for any j != i
-                    u1 = min(u1, min(z1 - lam * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
-                    u2 = min(u2, min(z2 - lam * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
-                    u3 = min(u3, min(z3 - lam * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
-                    u4 = min(u4, min(z4 - lam * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
+                    l1 = max(z1 - lg * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
+                    l2 = max(z2 - lg * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
+                    l3 = max(z3 - lg * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
+                    l4 = max(z4 - lg * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
+                    # and u_i <= 1/lg - u_j <= cap - l_j for any j != i
+                    u1 = min(u1, min(z1 - lg * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
+                    u2 = min(u2, min(z2 - lg * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
+                    u3 = min(u3, min(z3 - lg * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
+                    u4 = min(u4, min(z4 - lg * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
                     if not (u1 > 0.0 and u2 > 0.0 and u3 > 0.0 and u4 > 0.0
-                            and lam * (l1 + l2) <= 1.0 and l1 <= u1 and l2 <= u2
+                            and lg * (l1 + l2) <= 1.0 and l1 <= u1 and l2 <= u2
                             and l3 <= u3 and l4 <= u4):
                         ok = False
                         break
@@ -702,24 +727,30 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
                     if lb <= best * slack:
-                        # balanced start: t + 3 lam t^2 = mean z (C(3, 2) = 3)
+                        # balanced start: t + 3 lg t^2 = mean z (C(3, 2) = 3)
                         zb = 0.25 * (z1 + z2 + z3 + z4)
-                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lam * zb))
+                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))
                         x1, x2 = t + z1 - zb, max(t + z2 - zb, 0.0)
                         x3, x4 = max(t + z3 - zb, 0.0), max(t + z4 - zb, 0.0)
                         if max(max(u1 - l1, u2 - l2), max(u3 - l3, u4 - l4)) <= _WARM * z1:
                             x1, x2 = 0.5 * (l1 + u1), 0.5 * (l2 + u2)
                             x3, x4 = 0.5 * (l3 + u3), 0.5 * (l4 + u4)
-                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lam, tol_abs,
+                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs,
                                                     newton_start, max_iter, x1, x2, x3, x4)
                         if it > max_iter:
                             mx = True
                             it = max_iter
                         it_total += it
-                        val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam)
+                        val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
                         if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                             best = val
+                            two_sparse = False
                             b1, b2, b3, b4 = w1, w2, w3, w4
+        if scale > 0.0:
+            if two_sparse:
+                b1, b2 = a1, a2  # the 2-sparse candidate: exactly the input entries
+            else:
+                b1, b2, b3, b4 = b1 * scale, b2 * scale, b3 * scale, b4 * scale
         sweeps[g] = it_total
         maxed[g] = mx
         out[g, i1] = (0.0 - b1) if y[g, i1] < 0 else b1  # 0.0 - 0.0 is +0.0
