@@ -345,7 +345,7 @@ def topk_iobs(
         if n < p:
             cfw, solver, n_factor = _woodbury_factor(X, delta), "woodbury", 1
 
-            def direction(g, x):
+            def direction(g, x, it):
                 return _woodbury_direction(X, cfw, delta, g)
 
         else:
@@ -353,13 +353,13 @@ def topk_iobs(
             cf, delta = _factor(H, damping, "(least squares, H = X'X)")
             n_factor = 1
 
-            def direction(g, x):
+            def direction(g, x, it):
                 return _newton_direction(cf, g, H.shape[0])
 
     else:
         state = {"H": None, "cf": None}
 
-        def direction(g, x):
+        def direction(g, x, it):
             nonlocal n_factor, delta
             H = _hessian(objective, x, shape)
             # a quadratic's Hessian never changes: reuse its factor (O(p^2) check vs O(p^3))
@@ -368,14 +368,35 @@ def topk_iobs(
                 state["H"], n_factor = H, n_factor + 1
             return _newton_direction(state["cf"], g, H.shape[0])
 
+    def newton_point(x, g, it):
+        return x.astype(np.float64) - step * direction(g, x, it)
+
+    result = _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
+    result.info.update({
+            "damping": delta,
+            "pattern": str(pattern),
+            "newton": "full",
+            "linear_solver": solver,
+            "factorizations": n_factor,
+        })
+    return result
+
+
+def _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step):
+    """theta <- T_k(newton_point(theta, grad f(theta), t)) until the residual is <= tol.
+
+    The loop shared by both Top-k I-OBS variants (eq. 12); ``newton_point`` returns the
+    float64 Newton point (full or restricted). Records the history and returns a
+    :class:`SolverResult` with an empty ``info`` for the caller to fill.
+    """
+    shape, dtype = x.shape, x.dtype
     hist = History()
     t0 = time.perf_counter()
     hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
     stop, it = "max_iter", 0
     for it in range(1, max_iter + 1):
         g = _gradient(objective, x, shape)
-        newton_pt = x.astype(np.float64) - step * direction(g, x)
-        x_new = pattern.project(newton_pt).astype(dtype, copy=False)
+        x_new = pattern.project(newton_point(x, g, it)).astype(dtype, copy=False)
         res = _residual(x_new, x)
         x = x_new
         hist.append(
@@ -388,34 +409,18 @@ def topk_iobs(
         if res <= tol:
             stop = "residual <= tol"
             break
-    return SolverResult(
-        x=x,
-        history=hist.as_dict(),
-        nit=it,
-        stop_reason=stop,
-        info={
-            "damping": delta,
-            "pattern": str(pattern),
-            "newton": "full",
-            "linear_solver": solver,
-            "factorizations": n_factor,
-        },
-    )
+    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, info={})
 
 
 def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step):
     """Restricted-Newton Top-k I-OBS loop (see :func:`topk_iobs`, ``newton="restricted"``)."""
-    shape, dtype, k = x.shape, x.dtype, pattern.k
+    shape, k = x.shape, pattern.k
     p = shape[0]
-    delta, mean_diag = 0.0, None
+    state = {"delta": 0.0, "mean_diag": None, "factorizations": 0}
     if X is not None:
-        mean_diag = float(np.einsum("ij,ij->", X, X)) / p
-    hist = History()
-    t0 = time.perf_counter()
-    hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
-    stop, it, n_factor = "max_iter", 0, 0
-    for it in range(1, max_iter + 1):
-        g = _gradient(objective, x, shape)
+        state["mean_diag"] = float(np.einsum("ij,ij->", X, X)) / p
+
+    def newton_point(x, g, it):
         Q = _restricted_set(x, g, k)
         if X is not None:
             XQ = X[:, Q]
@@ -425,12 +430,13 @@ def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step
             if H.shape != (p, p):
                 raise ValueError(f"objective.hessian returned shape {H.shape}, expected ({p}, {p})")
             HQQ = H[np.ix_(Q, Q)]
-            mean_diag = float(np.mean(np.diag(H)))
+            state["mean_diag"] = float(np.mean(np.diag(H)))
         if damping is not None:
-            delta = _relative_delta(damping, mean_diag, f"at iteration {it}")
+            delta = _relative_delta(damping, state["mean_diag"], f"at iteration {it}")
+            state["delta"] = delta
             HQQ = HQQ + delta * np.eye(Q.size)
         cf = _cholesky(HQQ)
-        n_factor += 1
+        state["factorizations"] += 1
         if cf is None:
             hint = "; pass damping=delta" if damping is None else f" even after damping by {delta:g}"
             raise ValueError(
@@ -438,36 +444,21 @@ def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step
                 f"coordinates) is not positive definite at iteration {it}, the restricted "
                 f"Newton step is undefined{hint}"
             )
-        newton_pt = np.zeros(p)
-        newton_pt[Q] = x[Q].astype(np.float64) - step * scipy.linalg.cho_solve(
+        point = np.zeros(p)
+        point[Q] = x[Q].astype(np.float64) - step * scipy.linalg.cho_solve(
             cf, g[Q].astype(np.float64), check_finite=False
         )
-        x_new = pattern.project(newton_pt).astype(dtype, copy=False)
-        res = _residual(x_new, x)
-        x = x_new
-        hist.append(
-            objective=objective.value(x),
-            support=np.count_nonzero(x),
-            step=step,
-            residual=res,
-            time=time.perf_counter() - t0,
-        )
-        if res <= tol:
-            stop = "residual <= tol"
-            break
-    return SolverResult(
-        x=x,
-        history=hist.as_dict(),
-        nit=it,
-        stop_reason=stop,
-        info={
-            "damping": delta,
-            "pattern": str(pattern),
-            "newton": "restricted",
-            "linear_solver": "cholesky",
-            "factorizations": n_factor,
-        },
-    )
+        return point
+
+    result = _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
+    result.info.update({
+        "damping": state["delta"],
+        "pattern": str(pattern),
+        "newton": "restricted",
+        "linear_solver": "cholesky",
+        "factorizations": state["factorizations"],
+    })
+    return result
 
 
 # ----------------------------------------------------------------------------- exact I-OBS
