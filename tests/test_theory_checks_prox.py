@@ -24,7 +24,7 @@ def test_check_passes_quick(name, tmp_path, capsys):
 def test_lemma10_thresholds_formulas():
     import numpy as np
 
-    from sparseopt.demo.prox_paths import lemma10_thresholds
+    from sparseopt.prox.thresholds import lemma10_thresholds
 
     lam3, lam2 = lemma10_thresholds([1.4, 1.1, 1.0, 0.7])
     assert lam2 == pytest.approx(1.0 / (1.4 * 1.1))

@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from sparseopt.demo.prox_paths import lemma10_thresholds
+from sparseopt.prox.thresholds import lemma10_thresholds
 from sparseopt.regularizers import prox_objective
 
 from ._report import figure, header, savefig, verdict

@@ -8,7 +8,7 @@ largest objective disagreement between any two solvers must be <= 1e-10 and the 
 weight disagreement <= 1e-5 = sqrt(1e-10) (near a continuous transition, e.g. w_3 -> 0 at
 lambda_2* for the easy input, f is flat in w, so an objective tolerance of 1e-10 only fixes
 w to about its square root). The Lemma 10 thresholds are drawn dashed (see
-``sparseopt.demo.prox_paths.lemma10_thresholds``): lambda_1* = z4/(z1 z2 + z2 z3 + z1 z3)
+``sparseopt.prox.thresholds.lemma10_thresholds``): lambda_1* = z4/(z1 z2 + z2 z3 + z1 z3)
 (3-sparse) and lambda_2* = z3/(z1 z2) (2-sparse), plus, dotted, the sharp 3-sparse KKT
 condition lam e_2(w_{1:3}(lam)) = z4 along the path.
 """
@@ -19,11 +19,11 @@ import numpy as np
 
 from sparseopt.demo.prox_paths import (
     LIU_Y,
-    lemma10_thresholds,
     path_grid,
     plot_path,
     regularization_path,
 )
+from sparseopt.prox.thresholds import lemma10_thresholds
 from sparseopt.regularizers import prox_objective
 
 from ._report import figure, header, savefig, verdict
