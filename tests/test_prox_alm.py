@@ -234,6 +234,74 @@ def test_shortcuts_are_exact_on_many_cells():
         assert np.all(d <= 1e-12), (lam, d.max())
 
 
+def _hess_grad_24(w, z, lam, face):
+    """Gradient and Hessian of 0.5 ||w - z||^2 + lam e_3(w) on the coordinates `face`
+    (eq. 23, 24), by brute-force sums over triples (independent of the kernel)."""
+    m = len(w)
+    idx = list(face)
+    g = np.array([w[i] - z[i] + lam * sum(w[a] * w[b] for a, b in itertools.combinations(
+        [k for k in range(m) if k != i], 2)) for i in idx])
+    H = np.eye(len(idx))
+    for p, i in enumerate(idx):
+        for q, j in enumerate(idx):
+            if i != j:
+                H[p, q] = lam * sum(w[k] for k in range(m) if k not in (i, j))
+    return g, H
+
+
+def test_newton_steps_match_linear_algebra():
+    """The closed-form Newton steps (adjugate for 3x3, LDL^T for 4x4) equal
+    w - H^{-1} grad from np.linalg, and refuse exactly when H is not positive definite."""
+    from sparseopt.prox.alm import _newton3, _newton4
+
+    rng = np.random.default_rng(21)
+    n_pd = n_refused = 0
+    for _ in range(400):
+        w = rng.uniform(0.05, 1.0, 4)
+        z = rng.uniform(0.0, 1.5, 4)
+        lam = float(rng.uniform(0.05, 2.0))
+        for face, fn, args in (((0, 1, 2, 3), _newton4, (*w, *z, lam)),
+                               ((0, 1, 2), _newton3, (*w[:3], *z[:3], lam))):
+            wf = w.copy() if len(face) == 4 else np.append(w[:3], 0.0)
+            g, H = _hess_grad_24(wf, z, lam, face)
+            eig = np.linalg.eigvalsh(H)
+            r = fn(*args)
+            step = r[-1]
+            if abs(eig.min()) < 1e-9:
+                continue  # too close to singular to call either way
+            if eig.min() < 0:
+                assert step < 0
+                n_refused += 1
+                continue
+            x = wf[list(face)] - np.linalg.solve(H, g)
+            if np.all(x > 1e-9):
+                n_pd += 1
+                assert step >= 0
+                np.testing.assert_allclose(r[:-1], x, rtol=0, atol=1e-8 * max(1.0, np.abs(x).max()))
+                assert step == pytest.approx(np.abs(x - wf[list(face)]).max(), rel=1e-6, abs=1e-12)
+            elif np.any(x < -1e-9):
+                assert step < 0  # leaves the open orthant
+    assert n_pd > 100 and n_refused > 50
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_2_4_kernel_agrees_with_twin_random_and_nearly_tied(dtype):
+    """The 2:4 kernel (Newton from sweep change 0.1 max z, square-root-free solves) agrees
+    with the plain twin on random groups and on groups whose magnitudes differ by 1e-6."""
+    rng = np.random.default_rng(22)
+    base = rng.standard_normal((40, 1))
+    tied = base + 1e-6 * rng.standard_normal((40, 4)) * rng.integers(0, 2, (40, 4))
+    Y = np.concatenate([rng.standard_normal((60, 4)), tied]).astype(dtype)
+    for lam in [0.1, 0.3, 0.65, 1.0, 3.0]:
+        W = prox_nm(Y, lam, tol=1e-12)
+        T = enum_alm_numpy(Y, lam, 2, 4, 1e-12, 20000)
+        fw = prox_objective(W, Y, lam).ravel()
+        ft = prox_objective(T, Y, lam).ravel()
+        np.testing.assert_allclose(fw, ft, rtol=0, atol=1e-10 if dtype == np.float64 else 1e-5)
+        atol = 1e-9 if dtype == np.float64 else 2e-6
+        np.testing.assert_allclose(W[:60], T[:60], rtol=0, atol=atol)  # distinct magnitudes
+
+
 # ----------------------------------------------------------------------------- ALM trace
 
 

@@ -26,10 +26,11 @@ through rounding); docs/prox.md has the proofs:
   lam e_{N-1}(u_{S minus i, j}) <= 1 (proof of Fact 8) fails at lo, or if the lower bound
   0.5||z - up||^2 + lo.(z - up)/(N+1) + tail on its value (Euler's identity) exceeds the best
   candidate so far.
-* **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z, Newton
-  steps are tried on the stationarity system of the current face (the positive coordinates),
-  accepted only if the Hessian there is positive definite (a Cholesky factorization
-  succeeds), the step stays strictly positive and the objective does not increase. The
+* **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z (0.1 in
+  the 2:4 kernel), Newton steps are tried on the stationarity system of the current face
+  (the positive coordinates), accepted only if the Hessian there is positive definite
+  (Cholesky; in the 2:4 kernel the square-root-free adjugate / LDL^T equivalents), the step
+  stays strictly positive and the objective does not increase. The
   stopping rule is always the sweep rule of Alg. 2, so Newton only changes how fast the
   same stationary point is reached.
 
@@ -56,8 +57,10 @@ __all__ = [
 #: Sweeps per candidate before ALM gives up (a warning is raised by ``prox_nm``).
 DEFAULT_MAX_ITER = 10_000
 
-# Newton is tried once a sweep moves no coordinate by more than this times max z.
+# Newton is tried once a sweep moves no coordinate by more than this times max z
+# (generic kernel; the 2:4 kernel's closed-form steps pay off from a looser start).
 _NEWTON_START = 0.01
+_NEWTON_START24 = 0.1
 
 # Jacobi passes that refine the bracket of interior stationary points before pruning
 # (the 2:4 kernel; the generic kernel uses one pass).
@@ -457,29 +460,31 @@ def _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
 def _newton3(a1, a2, a3, y1, y2, y3, lam):
     """Newton step for 0.5 ||a - y||^2 + lam a1 a2 a3 at a > 0 (eq. 12; Hessian eq. 23).
 
+    The Hessian [[1, p, q], [p, 1, r], [q, r, 1]] (p = lam a3, q = lam a2, r = lam a1) is
+    positive definite iff its leading minors 1 - p^2 and det are positive (Sylvester); the
+    step is solved by the adjugate (Cramer's rule): one division, no square root.
     Returns (b1, b2, b3, step); step = -1 when the Hessian is not positive definite or the
     step leaves the open orthant.
     """
     f1 = a1 - y1 + lam * a2 * a3
     f2 = a2 - y2 + lam * a1 * a3
     f3 = a3 - y3 + lam * a1 * a2
-    l21 = lam * a3
-    l31 = lam * a2
-    d = 1.0 - l21 * l21
-    if d <= 0.0:
+    p = lam * a3
+    q = lam * a2
+    r = lam * a1
+    c11 = 1.0 - r * r
+    c22 = 1.0 - q * q
+    c33 = 1.0 - p * p
+    c12 = q * r - p
+    c13 = p * r - q
+    c23 = p * q - r
+    det = c11 + p * c12 + q * c13
+    if not (c33 > 0.0 and det > 0.0):
         return a1, a2, a3, -1.0
-    l22 = np.sqrt(d)
-    l32 = (lam * a1 - l31 * l21) / l22
-    d = 1.0 - l31 * l31 - l32 * l32
-    if d <= 0.0:
-        return a1, a2, a3, -1.0
-    l33 = np.sqrt(d)
-    t1 = -f1
-    t2 = (-f2 - l21 * t1) / l22
-    t3 = (-f3 - l31 * t1 - l32 * t2) / l33
-    x3 = t3 / l33
-    x2 = (t2 - l32 * x3) / l22
-    x1 = t1 - l21 * x2 - l31 * x3
+    s = -1.0 / det
+    x1 = s * (c11 * f1 + c12 * f2 + c13 * f3)
+    x2 = s * (c12 * f1 + c22 * f2 + c23 * f3)
+    x3 = s * (c13 * f1 + c23 * f2 + c33 * f3)
     b1 = a1 + x1
     b2 = a2 + x2
     b3 = a3 + x3
@@ -490,37 +495,41 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
 
 @njit(cache=True, inline="always")
 def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
-    """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal."""
+    """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal.
+
+    Solved by a square-root-free LDL^T factorization (unit diagonal, so d1 = 1); the
+    Hessian is positive definite iff d2, d3, d4 > 0 (the squares of Cholesky's pivots).
+    """
     f1 = w1 - z1 + lam * (w2 * w3 + w2 * w4 + w3 * w4)
     f2 = w2 - z2 + lam * (w1 * w3 + w1 * w4 + w3 * w4)
     f3 = w3 - z3 + lam * (w1 * w2 + w1 * w4 + w2 * w4)
     f4 = w4 - z4 + lam * (w1 * w2 + w1 * w3 + w2 * w3)
-    l21 = lam * (w3 + w4)
-    l31 = lam * (w2 + w4)
-    l41 = lam * (w2 + w3)
-    d = 1.0 - l21 * l21
-    if d <= 0.0:
+    h12 = lam * (w3 + w4)
+    h13 = lam * (w2 + w4)
+    h14 = lam * (w2 + w3)
+    d2 = 1.0 - h12 * h12
+    if d2 <= 0.0:
         return w1, w2, w3, w4, -1.0
-    l22 = np.sqrt(d)
-    l32 = (lam * (w1 + w4) - l31 * l21) / l22
-    l42 = (lam * (w1 + w3) - l41 * l21) / l22
-    d = 1.0 - l31 * l31 - l32 * l32
-    if d <= 0.0:
+    r2 = 1.0 / d2
+    m32 = lam * (w1 + w4) - h13 * h12  # d2 * L32
+    m42 = lam * (w1 + w3) - h14 * h12  # d2 * L42
+    d3 = 1.0 - h13 * h13 - m32 * m32 * r2
+    if d3 <= 0.0:
         return w1, w2, w3, w4, -1.0
-    l33 = np.sqrt(d)
-    l43 = (lam * (w1 + w2) - l41 * l31 - l42 * l32) / l33
-    d = 1.0 - l41 * l41 - l42 * l42 - l43 * l43
-    if d <= 0.0:
+    r3 = 1.0 / d3
+    m43 = lam * (w1 + w2) - h14 * h13 - m42 * m32 * r2  # d3 * L43
+    d4 = 1.0 - h14 * h14 - m42 * m42 * r2 - m43 * m43 * r3
+    if d4 <= 0.0:
         return w1, w2, w3, w4, -1.0
-    l44 = np.sqrt(d)
+    # forward L t = -f, then D, then backward L^T x
     t1 = -f1
-    t2 = (-f2 - l21 * t1) / l22
-    t3 = (-f3 - l31 * t1 - l32 * t2) / l33
-    t4 = (-f4 - l41 * t1 - l42 * t2 - l43 * t3) / l44
-    x4 = t4 / l44
-    x3 = (t3 - l43 * x4) / l33
-    x2 = (t2 - l32 * x3 - l42 * x4) / l22
-    x1 = t1 - l21 * x2 - l31 * x3 - l41 * x4
+    t2 = -f2 - h12 * t1
+    t3 = -f3 - h13 * t1 - m32 * r2 * t2
+    t4 = -f4 - h14 * t1 - m42 * r2 * t2 - m43 * r3 * t3
+    x4 = t4 / d4
+    x3 = t3 * r3 - m43 * r3 * x4
+    x2 = t2 * r2 - m32 * r2 * x3 - m42 * r2 * x4
+    x1 = t1 - h12 * x2 - h13 * x3 - h14 * x4
     b1 = w1 + x1
     b2 = w2 + x2
     b3 = w3 + x3
@@ -568,7 +577,7 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return b1, b2, b3, b4, step
 
 
-@njit(cache=True)  # scalars only: a plain call costs no reference counting
+@njit(cache=True, inline="always")  # scalars only: no reference counting
 def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
     started at x (z_{1:s} in Alg. 2; the caller may pass a point of a tight bracket).
@@ -658,7 +667,7 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
             b1, b2 = z1, z2
             lg = lam * scale
             tol_abs = tol * z1
-            newton_start = _NEWTON_START * z1
+            newton_start = _NEWTON_START24 * z1
             best = 0.5 * (z3 * z3 + z4 * z4)
             cap = 1.0 / lg if lg > 0.0 else np.inf
             # candidate s = 3 (eq. 11-13), with the exact pruning of _enum_alm_one
@@ -684,13 +693,14 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
                     if lb <= best * slack:
-                        # balanced start (see _balanced_start): t + lg t^2 = mean z
-                        zb = (z1 + z2 + z3) / 3.0
-                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
-                        x1, x2, x3 = t + z1 - zb, t + z2 - zb, max(t + z3 - zb, 0.0)
                         if max(u1 - l1, max(u2 - l2, u3 - l3)) <= _WARM * z1:
                             # every interior stationary point is in this small box
                             x1, x2, x3 = 0.5 * (l1 + u1), 0.5 * (l2 + u2), 0.5 * (l3 + u3)
+                        else:
+                            # balanced start (see _balanced_start): t + lg t^2 = mean z
+                            zb = (z1 + z2 + z3) / 3.0
+                            t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
+                            x1, x2, x3 = t + z1 - zb, t + z2 - zb, max(t + z3 - zb, 0.0)
                         w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs,
                                                     newton_start, max_iter, x1, x2, x3, 0.0)
                         if it > max_iter:
@@ -727,14 +737,15 @@ def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, m
                     lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
                     lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
                     if lb <= best * slack:
-                        # balanced start: t + 3 lg t^2 = mean z (C(3, 2) = 3)
-                        zb = 0.25 * (z1 + z2 + z3 + z4)
-                        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))
-                        x1, x2 = t + z1 - zb, max(t + z2 - zb, 0.0)
-                        x3, x4 = max(t + z3 - zb, 0.0), max(t + z4 - zb, 0.0)
                         if max(max(u1 - l1, u2 - l2), max(u3 - l3, u4 - l4)) <= _WARM * z1:
                             x1, x2 = 0.5 * (l1 + u1), 0.5 * (l2 + u2)
                             x3, x4 = 0.5 * (l3 + u3), 0.5 * (l4 + u4)
+                        else:
+                            # balanced start: t + 3 lg t^2 = mean z (C(3, 2) = 3)
+                            zb = 0.25 * (z1 + z2 + z3 + z4)
+                            t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))
+                            x1, x2 = t + z1 - zb, max(t + z2 - zb, 0.0)
+                            x3, x4 = max(t + z3 - zb, 0.0), max(t + z4 - zb, 0.0)
                         w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs,
                                                     newton_start, max_iter, x1, x2, x3, x4)
                         if it > max_iter:
