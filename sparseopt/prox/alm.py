@@ -787,24 +787,25 @@ def _enum_alm_groups24(y, presorted, lam, tol, max_iter, out, sweeps, maxed):
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False):
+def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False):
     """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
 
     2:4 goes to the scalar kernel unless ``generic`` (used by tests to compare the two).
+    ``presorted``: rows are already sorted descending and >= 0 (``enum_alm_sorted``).
     """
     out = np.empty_like(y2d)
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
     if (n, y2d.shape[1]) == (2, 4) and not generic:
-        _enum_alm_groups24(y2d, False, lam, tol, max_iter, out, sweeps, maxed)
+        _enum_alm_groups24(y2d, presorted, lam, tol, max_iter, out, sweeps, maxed)
     elif y2d.dtype == np.float64:
-        _enum_alm_groups(y2d, False, lam, int(n), tol, max_iter, out, sweeps, maxed)
+        _enum_alm_groups(y2d, presorted, lam, int(n), tol, max_iter, out, sweeps, maxed)
     else:
         # the generic kernel is compiled for float64 only (it computes in float64 anyway);
         # rounding the float64 result once gives the same float32 result
         out64 = np.empty(y2d.shape, dtype=np.float64)
-        _enum_alm_groups(y2d.astype(np.float64), False, lam, int(n), tol, max_iter, out64,
+        _enum_alm_groups(y2d.astype(np.float64), presorted, lam, int(n), tol, max_iter, out64,
                          sweeps, maxed)
         out[...] = out64
     return out, sweeps, maxed
@@ -849,20 +850,8 @@ def enum_alm_sorted(z, lam, n, tol, max_iter, *, return_info=False):
         raise ValueError(f"n must satisfy 0 <= n < m={m}, got {n}")
     if z.size and (np.any(z < 0) or np.any(np.diff(z, axis=1) > 0)):
         raise ValueError("z must be non-negative and sorted descending along axis 1")
-    zc = np.ascontiguousarray(z)
-    out = np.empty_like(zc)
-    sweeps = np.zeros(zc.shape[0], dtype=np.int64)
-    maxed = np.zeros(zc.shape[0], dtype=np.bool_)
-    lam, tol, max_iter = float(lam), float(tol), int(max_iter)
-    if (n, m) == (2, 4):
-        _enum_alm_groups24(zc, True, lam, tol, max_iter, out, sweeps, maxed)
-    elif zc.dtype == np.float64:
-        _enum_alm_groups(zc, True, lam, int(n), tol, max_iter, out, sweeps, maxed)
-    else:
-        out64 = np.empty(zc.shape, dtype=np.float64)
-        _enum_alm_groups(zc.astype(np.float64), True, lam, int(n), tol, max_iter, out64,
-                         sweeps, maxed)
-        out[...] = out64
+    out, sweeps, maxed = _run_groups(np.ascontiguousarray(z), lam, n, tol, max_iter,
+                                     presorted=True)
     if return_info:
         return out, {"n_iter": sweeps, "max_iter_reached": maxed}
     return out
