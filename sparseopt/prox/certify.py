@@ -1,17 +1,22 @@
 """Global optimality certificates for the N:M prox by a moment (Lasserre) SDP relaxation.
 
 For every group, the prox problem min_w 0.5 ||w - y||^2 + lam r_{N:M}(w) is a polynomial
-optimization problem. Its order-d moment relaxation is a small convex SDP whose optimum is a
-lower bound on the global minimum; if a candidate w attains that bound (up to a tolerance)
-it is certified globally optimal, independently of how w was computed.
+optimization problem. Its order-d moment relaxation is a small convex SDP; its dual is a
+sum-of-squares (SOS) certificate. The dual solution the SDP solver returns is turned into a
+rigorous lower bound on the global minimum (PSD projection of the Gram matrices, residual
+polynomial computed in exact integer arithmetic, bounded on the box 0 <= u <= |y|); if a
+candidate w attains that bound (up to a tolerance) it is certified globally optimal,
+independently of how w was computed and of the solver's accuracy.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -29,7 +34,8 @@ class Certificate:
     Attributes
     ----------
     bound : ndarray of float64
-        SDP lower bound on the prox objective of the group (up to solver tolerance).
+        Rigorous lower bound on the global minimum of the prox objective of the group
+        (-inf where the solver returned no dual solution).
     value : ndarray of float64
         Prox objective 0.5 ||w - y||^2 + lam r_{N:M}(w) of the candidate.
     gap : ndarray of float64
@@ -42,6 +48,12 @@ class Certificate:
         The CVXPY solver used.
     order : int
         Relaxation order d (moment matrix over monomials of degree <= d).
+    info : dict
+        Per-group arrays: ``gamma`` (constant of p - q, the SOS lower bound before the
+        residual correction), ``residual_correction`` (>= 0; bound = gamma - correction,
+        up to the final rounding down), ``residual_max`` (max |r_alpha| of the residual
+        polynomial, alpha != 0, normalized units), ``sdp_value`` (the solver's primal
+        optimum, not a valid bound: for comparison), ``refine_rounds`` and ``solves``.
     """
 
     bound: np.ndarray
@@ -76,14 +88,43 @@ def _unit(m, i):
     return tuple(e)
 
 
+def _blocks(m: int, order: int):
+    """The PSD blocks of the relaxation as (basis, g) with g a polynomial >= 0 on the box.
+
+    ``g`` is a list of (exponent, kind, i, j, sign): the coefficient of u^exponent is
+    sign * 1 (kind "1"), sign * z_i ("z") or sign * z_i z_j ("zz"). The blocks are the
+    moment matrix (g = 1, basis of degree <= d) and the localizing matrices (basis of
+    degree <= d - 1) for u_i, z_i - u_i, u_i (z_i - u_i) and the pairwise products u_i u_j,
+    u_i (z_j - u_j), u_j (z_i - u_i), (z_i - u_i)(z_j - u_j).
+    """
+    zero = (0,) * m
+    basis_d = _monomials(m, order)
+    basis_l = _monomials(m, order - 1)
+    out = [(basis_d, [(zero, "1", 0, 0, 1.0)])]
+    for i in range(m):
+        ui = _unit(m, i)
+        out.append((basis_l, [(ui, "1", 0, 0, 1.0)]))
+        out.append((basis_l, [(zero, "z", i, 0, 1.0), (ui, "1", 0, 0, -1.0)]))
+        for j in range(i + 1, m):
+            uj = _unit(m, j)
+            uiuj = _add(ui, uj)
+            out.append((basis_l, [(uiuj, "1", 0, 0, 1.0)]))
+            out.append((basis_l, [(ui, "z", j, 0, 1.0), (uiuj, "1", 0, 0, -1.0)]))
+            out.append((basis_l, [(uj, "z", i, 0, 1.0), (uiuj, "1", 0, 0, -1.0)]))
+            out.append((basis_l, [(zero, "zz", i, j, 1.0), (uj, "z", i, 0, -1.0),
+                                  (ui, "z", j, 0, -1.0), (uiuj, "1", 0, 0, 1.0)]))
+        out.append((basis_l, [(ui, "z", i, 0, 1.0), (_add(ui, ui), "1", 0, 0, -1.0)]))
+    return out
+
+
 @lru_cache(maxsize=16)
 def _relaxation(n: int, m: int, order: int):
     """Build the parametrized CVXPY problem once per (n, m, order).
 
-    Variables: the moments y_alpha, |alpha| <= 2 order, with y_0 = 1. Parameters: z (m,)
-    and lam. Constraints (all valid for the moments of any point u with 0 <= u <= z):
-    M_d(y) >= 0; localizing M_{d-1}(u_i y) >= 0, M_{d-1}((z_i - u_i) y) >= 0 and
-    M_{d-1}(u_i u_j y) >= 0 (i < j).
+    Variables: the moments y_alpha, |alpha| <= 2 order, with y_0 = 1. Parameters: z (m,),
+    outer(z, z) and lam. Constraints: one PSD block per entry of ``_blocks`` (all valid for
+    the moments of any point u with 0 <= u <= z). Returns (problem, zp, zz, lp, blocks,
+    constraints) with constraints[k] the PSD constraint of blocks[k].
     """
     import cvxpy as cp
     import scipy.sparse as sp
@@ -108,27 +149,14 @@ def _relaxation(n: int, m: int, order: int):
         sel = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(size * size, nmom))
         return cp.reshape(sel @ yy, (size, size), order="C")
 
-    zero = (0,) * m
-    basis_d = _monomials(m, order)
-    basis_l = _monomials(m, order - 1)
-    cons = [moment_matrix(basis_d, zero) >> 0]
-    for i in range(m):
-        ui = _unit(m, i)
-        loc_u = moment_matrix(basis_l, ui)
-        cons.append(loc_u >> 0)
-        cons.append(zp[i] * moment_matrix(basis_l, zero) - loc_u >> 0)
-        for j in range(i + 1, m):
-            uj = _unit(m, j)
-            # products of the box constraints: u_i u_j, u_i (z_j - u_j), u_j (z_i - u_i),
-            # (z_i - u_i)(z_j - u_j) are all >= 0 on the box
-            uiuj = moment_matrix(basis_l, _add(ui, uj))
-            loc_uj = moment_matrix(basis_l, uj)
-            cons.append(uiuj >> 0)
-            cons.append(zp[j] * loc_u - uiuj >> 0)
-            cons.append(zp[i] * loc_uj - uiuj >> 0)
-            cons.append(zz[i, j] * moment_matrix(basis_l, zero) - zp[i] * loc_uj - zp[j] * loc_u + uiuj >> 0)
-        # u_i (z_i - u_i) >= 0
-        cons.append(zp[i] * loc_u - moment_matrix(basis_l, _add(ui, ui)) >> 0)
+    blocks = _blocks(m, order)
+    cons = []
+    for basis, g in blocks:
+        expr = 0
+        for beta, kind, i, j, sign in g:
+            coef = {"1": 1.0, "z": zp[i], "zz": zz[i, j]}[kind]
+            expr = expr + sign * coef * moment_matrix(basis, beta)
+        cons.append(expr >> 0)
     # objective 0.5 sum (u_i^2 - 2 z_i u_i) + lam e_{N+1}(u); the constant 0.5||z||^2 is
     # added outside so the problem stays DPP (parameters enter affinely)
     sq = np.array([index[_add(_unit(m, i), _unit(m, i))] for i in range(m)])
@@ -138,10 +166,130 @@ def _relaxation(n: int, m: int, order: int):
     )
     objective = 0.5 * cp.sum(yy[sq]) - zp @ yy[lin] + lp * cp.sum(yy[prods])
     problem = cp.Problem(cp.Minimize(objective), cons)
-    return problem, zp, zz, lp
+    return problem, zp, zz, lp, blocks, cons
 
 
-def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
+def _to_int(a, e):
+    """Exact integers k with a = k * 2**e elementwise (e <= every exponent of a's entries)."""
+    mant, ex = np.frexp(np.asarray(a, dtype=np.float64).ravel())
+    k = (mant * 2.0**53).astype(np.int64)  # exact: 53-bit significands
+    return [int(ki) << int(s) if ki else 0 for ki, s in zip(k, ex.astype(np.int64) - 53 - e)]
+
+
+def _min_exponent(arrays):
+    """Smallest e such that every entry of every array is an integer multiple of 2**e."""
+    e = -1  # e <= -1 keeps the shifts by -e, -2e, ... below non-negative
+    for a in arrays:
+        a = np.asarray(a, dtype=np.float64).ravel()
+        a = a[a != 0]
+        if a.size:
+            e = min(e, int(np.frexp(a)[1].min()) - 53)
+    return e
+
+
+def _sos_bound(n, m, order, v, lamp, blocks, Ls):
+    """Rigorous lower bound on min_{0 <= u <= v} 0.5||u - v||^2 + lamp e_{N+1}(u).
+
+    ``Ls[k]`` is a factor of the Gram matrix of block k (from ``_psd_factor``), so
+    q(u) = sum_k g_k(u) b_k(u)^T L_k L_k^T b_k(u) is
+    then >= 0 on the box by construction, and r = p - q is computed exactly in integer
+    arithmetic (every float64 is k 2^e). On the box p >= q + r >= r_0 + sum_{alpha != 0}
+    min(r_alpha, 0) v^alpha. Returns (bound, gamma = r_0, correction) as Fractions, then
+    max_{alpha != 0} |r_alpha| and r (float64, for ``_refine``).
+    """
+    e = _min_exponent(Ls + [v, np.array([lamp])])
+    vi = _to_int(v, e)
+    mons = _monomials(m, 2 * order)
+    index = {ex: k for k, ex in enumerate(mons)}
+    two_d = 2 * order
+    # q and p as integer coefficients at scale 2**(4e): Gram entries (L L^T) carry 2e,
+    # the g coefficients (1, z_i, z_i z_j) are brought to 2e
+    q = [0] * len(mons)
+    for (basis, g), L in zip(blocks, Ls):
+        if L.shape[1] == 0:
+            continue
+        Li = np.array(_to_int(L, e), dtype=object).reshape(L.shape)
+        Z = Li @ Li.T
+        s = len(basis)
+        H = {}
+        for a in range(s):
+            for b in range(s):
+                key = _add(basis[a], basis[b])
+                H[key] = H.get(key, 0) + Z[a, b]
+        for beta, kind, i, j, sign in g:
+            if kind == "1":
+                c = 1 << (-2 * e)
+            elif kind == "z":
+                c = vi[i] << (-e)
+            else:
+                c = vi[i] * vi[j]
+            c = -c if sign < 0 else c
+            for key, h in H.items():
+                q[index[_add(key, beta)]] += c * h
+    p = [0] * len(mons)
+    zero = (0,) * m
+    p[index[zero]] = sum(x * x for x in vi) << (-2 * e - 1)
+    lam_i = _to_int(np.array([lamp]), e)[0]
+    for i in range(m):
+        p[index[_add(_unit(m, i), _unit(m, i))]] += 1 << (-4 * e - 1)
+        p[index[_unit(m, i)]] -= vi[i] << (-3 * e)
+    for S in itertools.combinations(range(m), n + 1):
+        p[index[tuple(1 if i in S else 0 for i in range(m))]] += lam_i << (-3 * e)
+    r = [pa - qa for pa, qa in zip(p, q)]
+    # sum_{alpha != 0} min(r_alpha, 0) v^alpha, v^alpha brought to scale 2**(2d e)
+    corr = 0
+    for k, alpha in enumerate(mons):
+        if k == index[zero] or r[k] >= 0:
+            continue
+        va = 1 << (-(two_d - sum(alpha)) * e)
+        for i, ai in enumerate(alpha):
+            for _ in range(ai):
+                va *= vi[i]
+        corr += r[k] * va
+    den4 = 1 << (-4 * e)
+    gamma = Fraction(r[index[zero]], den4)
+    correction = Fraction(-corr, den4 << (-two_d * e))
+    rmax = max((abs(x) for k, x in enumerate(r) if k != index[zero]), default=0)
+    r_float = np.array([float(Fraction(x, den4)) for x in r])
+    return gamma - correction, gamma, correction, float(Fraction(rmax, den4)), r_float
+
+
+def _refine(m, order, blocks, Ls, r):
+    """One correction step of the moment block's Gram matrix towards p - q = gamma.
+
+    Adds to Z_0 = L_0 L_0^T the least-norm symmetric E with sum_{a + b = alpha} E_ab =
+    r_alpha for alpha != 0 (E_ab = r_{a+b} / #{(a', b'): a' + b' = a + b}), then projects
+    onto the PSD cone again. The exact bound is recomputed from the result by the caller,
+    so this step only has to be a good heuristic (the residual shrinks geometrically).
+    """
+    mons = _monomials(m, 2 * order)
+    index = {ex: k for k, ex in enumerate(mons)}
+    basis = blocks[0][0]
+    A = np.array([[index[_add(a, b)] for b in basis] for a in basis])
+    count = np.bincount(A.ravel(), minlength=len(mons))
+    rr = np.array(r, dtype=np.float64)
+    rr[index[(0,) * m]] = 0.0  # the constant is gamma, not a residual
+    Z0 = Ls[0] @ Ls[0].T + (rr / np.maximum(count, 1))[A]
+    return [_psd_factor(Z0)] + list(Ls[1:])
+
+
+def _psd_factor(D):
+    """L with L L^T the projection of sym(D) onto the PSD cone (negative eigenvalues -> 0)."""
+    D = 0.5 * (D + D.T)
+    lam_, V = np.linalg.eigh(D)
+    keep = lam_ > 0
+    return V[:, keep] * np.sqrt(lam_[keep])
+
+
+def _round_down(x: Fraction) -> float:
+    """The largest float64 <= x (float(Fraction) rounds to nearest)."""
+    f = float(x)
+    if Fraction(f) > x:
+        f = float(np.nextafter(f, -np.inf))
+    return f
+
+
+def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2, refine=10):
     """Certify global optimality of a prox candidate ``w`` by a moment SDP lower bound.
 
     Parameters
@@ -158,8 +306,9 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
     tol : float, keyword-only
         Certification threshold on the gap, relative to the group's scale (the objective
         scales like y^2): certified iff value - bound <= tol * max_i y_i^2 (for y = 0: iff
-        value <= bound = 0). Default 1e-6 (the SDP is solved to about 1e-9 relative
-        accuracy, so much smaller values are not meaningful).
+        value <= bound = 0). Default 1e-6 (the bound is typically 1e-8..1e-7 relative
+        below the optimum when the relaxation is tight, so much smaller values are not
+        meaningful).
     solver : str or None, keyword-only
         CVXPY solver name; default "CLARABEL" (an interior-point conic solver), "SCS" works
         with lower accuracy.
@@ -167,36 +316,63 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
         Relaxation order d >= 1; the moment matrix is indexed by monomials of degree <= d
         (15 x 15 for m = 4, d = 2). Default 2.
 
+    refine : int, keyword-only
+        At most this many correction steps of the moment block's Gram matrix (only while
+        the residual correction exceeds 0.1 tol and the bound improves). Default 10.
+
     Returns
     -------
     Certificate
-        ``bound``, ``value``, ``gap``, ``certified``, ``status`` per group.
+        ``bound``, ``value``, ``gap``, ``certified``, ``status``, ``info`` per group.
 
     Raises
     ------
     ValueError
         On NaN/Inf or non-floating ``y``/``w``, mismatched shapes, a last axis not divisible
         by ``m``, ``lam`` < 0, invalid ``n``/``m``, ``tol`` <= 0, ``order`` < 1 or too small
-        for the objective degree n + 1, or an unknown ``solver``.
+        for the objective degree n + 1, ``refine`` < 0, or an unknown ``solver``.
 
     Notes
     -----
     Sign reduction: r_{N:M}(w) = e_{N+1}(|w|) depends on |w| only and
     (|w_i| - |y_i|)^2 <= (w_i - y_i)^2, so min_w f(w) = min_{u >= 0} 0.5||u - z||^2 +
     lam e_{N+1}(u) with z = |y| (prox24-kubler Lemma 3, first half; no sorting needed).
-    Any minimizer satisfies u <= z (if u_i > z_i, d f / d u_i = u_i - z_i +
-    lam e_N(u without i) > 0, proof of Cor. 6), so the box 0 <= u <= z can be added
-    without changing the minimum.
+    Box: replacing u_i by min(u_i, z_i) does not increase (u_i - z_i)^2, and e_{N+1} is
+    nondecreasing in each coordinate on u >= 0; so min_{u >= 0} = min_{0 <= u <= z}
+    (attained: f is coercive), i.e. the box 0 <= u <= z changes nothing (for a minimizer
+    with u_i > z_i, d f / d u_i = u_i - z_i + lam e_N(u without i) > 0, proof of Cor. 6).
+
+    Scaling: sigma = 2^k >= max z (a power of two), v = z / sigma, lam' = lam sigma^(N-1);
+    then f(sigma u) = sigma^2 p(u) with p(u) = 0.5 ||u - v||^2 + lam' e_{N+1}(u), and all
+    of v, lam', sigma^2 are exact in float64 (barring under/overflow).
 
     Relaxation (Lasserre): replace each monomial u^alpha, |alpha| <= 2d, by a variable
-    y_alpha with y_0 = 1. The objective becomes linear,
-    0.5 sum_i (y_{2 e_i} - 2 z_i y_{e_i} + z_i^2) + lam sum_{|S| = N+1} y_{e_S}, and every
-    point u of the box gives moments (y_alpha = u^alpha) that satisfy: the moment matrix
-    M_d(y) = [y_{a+b}] >= 0 and the localizing matrices M_{d-1}(g y) >= 0 for
-    g = u_i, z_i - u_i and u_i u_j. Hence the SDP optimum is <= the global minimum: a valid
-    lower bound (up to the solver's accuracy; it is the primal SDP value, not a rounded
-    dual certificate). Each group is normalized to max |y| = 1 before solving: with
-    w = s u, y = s v the objective is s^2 (0.5 ||u - v||^2 + lam s^(N-1) e_{N+1}(u)).
+    y_alpha with y_0 = 1; the objective becomes linear and every point u of the box gives
+    moments (y_alpha = u^alpha) with M_d(y) = [y_{a+b}] >= 0 and localizing matrices
+    M_{d-1}(g y) >= 0 for g = u_i, v_i - u_i, u_i (v_i - u_i) and the pairwise products of
+    the box constraints. The primal SDP optimum (``info["sdp_value"]``) would be a lower
+    bound only if solved exactly; Clarabel often stops "optimal_inaccurate" with it up to
+    ~1e-6 relative above the true minimum, so it is NOT used as the bound.
+
+    Rigorous bound (a-posteriori SOS argument): the dual of the SDP gives for every block
+    k (polynomial g_k >= 0 on the box, monomial vector b_k) a Gram matrix Z_k. Each Z_k is
+    projected onto the PSD cone in factored form Z_k = L_k L_k^T (L_k = V sqrt(max(Lambda,
+    0)) of the float eigendecomposition; L_k L_k^T is then PSD exactly, whatever the
+    rounding in L_k). With q(u) = sum_k g_k(u) ||L_k^T b_k(u)||^2, which is >= 0 on the
+    box, the residual r = p - q is computed coefficient by coefficient EXACTLY (every
+    float64 is an integer times 2^e; Python integers). On the box 0 <= u^alpha <= v^alpha,
+    so for every u in the box
+
+        p(u) = q(u) + r(u) >= r(u) >= r_0 + sum_{alpha != 0} min(r_alpha, 0) v^alpha,
+
+    and min_{u >= 0} p = min_{box} p (the minimizer lies in the box, see above). The right
+    side is evaluated exactly and rounded down to float64: bound <= global minimum holds
+    without any rounding allowance. r_0 is ``info["gamma"]`` (the dual objective for an
+    exact dual) and -sum min(r_alpha, 0) v^alpha >= 0 is ``info["residual_correction"]``.
+    To shrink the residual, up to ``refine`` steps add to Z_0 the least-norm matrix that
+    cancels r (E_ab = r_{a+b} / #pairs) and project again; with Clarabel, a group left
+    uncertified by a large residual is solved once more without equilibration. Every
+    candidate is a rigorous bound; the largest is kept.
 
     Examples
     --------
@@ -221,6 +397,8 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
         raise ValueError(f"n must satisfy n < m for r_{{N:M}}, got n={n}, m={m}")
     if not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
         raise ValueError(f"tol must be a positive finite number, got {tol!r}")
+    if not isinstance(refine, numbers.Integral) or isinstance(refine, bool) or refine < 0:
+        raise ValueError(f"refine must be a non-negative integer, got {refine!r}")
     if not isinstance(order, numbers.Integral) or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
     if n + 1 > 2 * order:
@@ -234,31 +412,73 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
     lead = groups.shape[:-1]
     z_all = np.abs(groups.reshape(-1, m).astype(np.float64))
     value = prox_objective(w, y, lam, n, m).reshape(-1)
-    problem, zp, zz, lp = _relaxation(int(n), int(m), int(order))
-    bound = np.empty(z_all.shape[0])
-    status = np.empty(z_all.shape[0], dtype=object)
-    opts = {}
+    problem, zp, zz, lp, blocks, cons = _relaxation(int(n), int(m), int(order))
+    G = z_all.shape[0]
+    bound = np.empty(G)
+    status = np.empty(G, dtype=object)
+    sdp_value = np.full(G, np.nan)
+    gamma = np.full(G, np.nan)
+    correction = np.full(G, np.nan)
+    residual = np.full(G, np.nan)
+    n_refine = np.zeros(G, dtype=np.int64)
+    n_solves = np.zeros(G, dtype=np.int64)
+    # Clarabel sometimes stalls (optimal_inaccurate) with a poor dual; without
+    # equilibration it often gets further. Only tried when the residual blocks certification.
+    retries = [{}, {"equilibrate_enable": False}] if solver == "CLARABEL" else [{}]
     for gi, z in enumerate(z_all):
-        sigma = z.max()
-        if sigma == 0.0:  # f(u) = 0.5||u||^2 + lam e(u) >= 0 = f(0) on u >= 0
+        if z.max() == 0.0:  # f(u) = 0.5||u||^2 + lam e(u) >= 0 = f(0) on u >= 0
             bound[gi], status[gi] = 0.0, "trivial"
+            gamma[gi] = correction[gi] = residual[gi] = sdp_value[gi] = 0.0
             continue
-        zp.value = z / sigma
-        zz.value = np.outer(z / sigma, z / sigma)
-        lp.value = float(lam) * sigma ** (n - 1)  # e_{N+1} is homogeneous of degree N+1
-        try:
-            with warnings.catch_warnings():
-                # "optimal_inaccurate" is reported per group in ``status`` instead
-                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                problem.solve(solver=solver, **opts)
-        except cp.error.SolverError as exc:
-            bound[gi], status[gi] = -np.inf, f"solver_error: {exc}"
-            continue
-        status[gi] = problem.status
-        if problem.status in ("optimal", "optimal_inaccurate") and problem.value is not None:
-            bound[gi] = sigma**2 * (problem.value + 0.5 * float(np.sum((z / sigma) ** 2)))
-        else:  # no bound: never certify
-            bound[gi] = -np.inf
+        # sigma = 2^k >= max z: the scaling w = sigma u is exact in float64
+        sigma = math.ldexp(1.0, math.frexp(float(z.max()))[1])
+        v = z / sigma
+        lamp = float(lam) * sigma ** (n - 1)  # e_{N+1} is homogeneous of degree N+1
+        zp.value = v
+        zz.value = np.outer(v, v)
+        lp.value = lamp
+        s2 = Fraction(sigma) ** 2
+        bound[gi] = -np.inf  # until a dual solution gives one: never certified
+        for attempt, opts in enumerate(retries):
+            if attempt > 0 and not (value[gi] - bound[gi] > tol * z.max() ** 2
+                                    and not correction[gi] <= 0.1 * tol * z.max() ** 2):
+                break  # certified, or the gap is the relaxation's, not the residual's
+            try:
+                with warnings.catch_warnings():
+                    # "optimal_inaccurate" is reported per group in ``status`` instead
+                    warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+                    problem.solve(solver=solver, **opts)
+            except cp.error.SolverError as exc:
+                if attempt == 0:
+                    status[gi] = f"solver_error: {exc}"
+                continue
+            duals = [c.dual_value for c in cons]
+            if problem.status not in ("optimal", "optimal_inaccurate") or any(d is None for d in duals):
+                if attempt == 0:
+                    status[gi] = problem.status
+                continue  # no dual solution, no bound from this attempt
+            Ls = [_psd_factor(np.asarray(d, dtype=np.float64)) for d in duals]
+            best = _sos_bound(int(n), int(m), int(order), v, lamp, blocks, Ls)
+            rounds = 0
+            # every candidate bound is rigorous: refine while the residual costs more than
+            # a tenth of tol (normalized scale max v^2 in [1/4, 1)) and the bound improves
+            while rounds < refine and best[2] > 0.1 * tol:
+                Ls = _refine(int(m), int(order), blocks, Ls, best[4])
+                cand = _sos_bound(int(n), int(m), int(order), v, lamp, blocks, Ls)
+                rounds += 1
+                if cand[0] <= best[0]:
+                    break
+                best = cand
+            b = _round_down(best[0] * s2)
+            if b > bound[gi]:  # the larger of two rigorous lower bounds
+                bound[gi] = b
+                status[gi] = problem.status
+                sdp_value[gi] = sigma**2 * (problem.value + 0.5 * float(np.sum(v**2)))
+                gamma[gi] = float(best[1] * s2)
+                correction[gi] = float(best[2] * s2)
+                residual[gi] = best[3]
+                n_refine[gi] = rounds
+                n_solves[gi] = attempt + 1
     scale = z_all.max(axis=1) ** 2 if z_all.size else np.zeros(0)
     gap = value - bound
     certified = (gap <= tol * scale) & np.isfinite(bound)
@@ -270,4 +490,12 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2):
         status=status.astype(str).reshape(lead),
         solver=solver,
         order=int(order),
+        info={
+            "gamma": gamma.reshape(lead),
+            "residual_correction": correction.reshape(lead),
+            "residual_max": residual.reshape(lead),
+            "sdp_value": sdp_value.reshape(lead),
+            "refine_rounds": n_refine.reshape(lead),
+            "solves": n_solves.reshape(lead),
+        },
     )
