@@ -7,16 +7,7 @@ from sparseopt import NM, TopK
 from sparseopt.objectives import LayerLoss, LeastSquares, Logistic, Quadratic, Smooth
 from sparseopt.solvers import iht, maiht
 
-
-def best_subset(X, y, k):
-    """Exhaustive best subset: min 0.5||X_S b - y||^2 over all |S| = k (np.linalg.lstsq)."""
-    best = (np.inf, None)
-    for S in itertools.combinations(range(X.shape[1]), k):
-        b = np.linalg.lstsq(X[:, S], y, rcond=None)[0]
-        val = 0.5 * np.sum((X[:, S] @ b - y) ** 2)
-        if val < best[0]:
-            best = (val, S)
-    return best
+from _reference import best_subset, correlated
 
 
 def well_conditioned(seed, n=60, p=12, k=3):
@@ -26,15 +17,6 @@ def well_conditioned(seed, n=60, p=12, k=3):
     S = rng.choice(p, k, replace=False)
     b[S] = rng.choice([-1, 1], k) * rng.uniform(1.0, 2.0, k)
     return X, X @ b + 0.01 * rng.standard_normal(n)
-
-
-def correlated(seed, n=20, p=12, k=4, rho=0.8):
-    rng = np.random.default_rng(seed)
-    C = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
-    X = rng.standard_normal((n, p)) @ np.linalg.cholesky(C).T
-    b = np.zeros(p)
-    b[rng.choice(p, k, replace=False)] = rng.standard_normal(k)
-    return X, X @ b + 0.3 * rng.standard_normal(n)
 
 
 @pytest.mark.parametrize("seed", range(5))

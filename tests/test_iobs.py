@@ -18,6 +18,8 @@ from sparseopt.solvers import (
 )
 from sparseopt.solvers.iobs import _lemma4_update
 
+from _reference import best_subset
+
 
 def spd(rng, d, ridge=0.1):
     A = rng.standard_normal((2 * d, d))
@@ -410,16 +412,6 @@ def test_restricted_with_all_coordinates_is_eq12():
     np.testing.assert_allclose(restr.x, full.x, rtol=1e-10, atol=1e-12)
 
 
-def best_subset(X, y, k):
-    best, best_Q = np.inf, None
-    for Q in itertools.combinations(range(X.shape[1]), k):
-        Q = list(Q)
-        r = y - X[:, Q] @ np.linalg.lstsq(X[:, Q], y, rcond=None)[0]
-        if r @ r < best:
-            best, best_Q = r @ r, Q
-    return 0.5 * best, best_Q
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_restricted_reaches_exhaustive_best_subset_p_gt_n(seed):
     """Well-conditioned p > n least squares: the restricted Newton variant finds the support of
@@ -433,7 +425,7 @@ def test_restricted_reaches_exhaustive_best_subset_p_gt_n(seed):
     f = LeastSquares(X, y)
     r = topk_iobs(f, pattern=TopK(k), newton="restricted", max_iter=50)
     assert r.converged
-    assert list(np.flatnonzero(r.x)) == Q
+    assert tuple(np.flatnonzero(r.x)) == Q
     assert f.value(f.minimize_on_support(r.x != 0)) == pytest.approx(val, rel=1e-10)
     assert f.value(r.x) >= val * (1 - 1e-12)
     r0 = topk_iobs(LeastSquares(X, X @ beta), pattern=TopK(k), newton="restricted", max_iter=50)

@@ -1,5 +1,3 @@
-import itertools
-
 import numpy as np
 import pytest
 
@@ -7,24 +5,7 @@ from sparseopt import NM, TopK
 from sparseopt.objectives import LayerLoss, LeastSquares, Quadratic, Smooth
 from sparseopt.solvers import iht, maiht
 
-
-def best_subset(X, y, k):
-    best = (np.inf, None)
-    for S in itertools.combinations(range(X.shape[1]), k):
-        b = np.linalg.lstsq(X[:, S], y, rcond=None)[0]
-        val = 0.5 * np.sum((X[:, S] @ b - y) ** 2)
-        if val < best[0]:
-            best = (val, S)
-    return best
-
-
-def correlated(seed, n=20, p=12, k=4, rho=0.8):
-    rng = np.random.default_rng(seed)
-    C = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
-    X = rng.standard_normal((n, p)) @ np.linalg.cholesky(C).T
-    b = np.zeros(p)
-    b[rng.choice(p, k, replace=False)] = rng.standard_normal(k)
-    return X, X @ b + 0.3 * rng.standard_normal(n)
+from _reference import best_subset, correlated
 
 
 def layer_problem(seed, d_out=6, d_in=16, n=64, corr=0.0):
