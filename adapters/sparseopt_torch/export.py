@@ -355,7 +355,7 @@ def save_packed(model, path, *, modules=None, verbose: bool = True) -> dict:
     if verbose:
         dtypes = sorted({w["dtype"] for w in weights.values()})
         print(f"save_packed: {len(weights)} 2:4 weights ({', '.join(dtypes)}): packed "
-              f"{packed_bytes} B vs dense {dense_bytes} B = {100 * ratio:.4g}% of dense "
+              f"{packed_bytes} B vs dense {dense_bytes} B = {100 * ratio:.6g}% of dense "
               f"(bf16 2*(16+2)/64 = 56.25%); file {sizes['file_bytes']} B -> {path}")
     return sizes
 

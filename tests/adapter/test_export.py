@@ -205,7 +205,7 @@ def test_save_load_packed_tiny_bert(tmp_path, capsys, dtype):
     assert sizes["dense_bytes"] == dense
     expected = 0.5625 if dtype == torch.bfloat16 else 0.53125  # every cols/8 whole here
     assert sizes["ratio"] == expected and sizes["packed_bytes"] == expected * dense
-    assert f"{100 * expected:.4g}% of dense" in printed
+    assert f"{100 * expected:.6g}% of dense" in printed  # 56.25% / 53.125%
     assert os.path.getsize(path) == sizes["file_bytes"]
     for k, v in model.state_dict().items():  # the model is untouched
         assert torch.equal(bits(v), bits(state[k])) if v.is_floating_point() else torch.equal(v, state[k])
