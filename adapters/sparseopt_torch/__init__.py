@@ -5,10 +5,15 @@ layer by layer, learns masks end to end (ProxSparse) and exports 2:4 weights. to
 transformers are imported only in this package. See docs/adapter.md.
 """
 
+from .data import calibration_eval_split, docstring_sentences, token_batches
+from .evaluate import embed, fidelity, load_minilm
 from .export import load_packed, pack_24, save_dense, save_packed, to_semi_structured, unpack_24
+from .hessians import Hessians, collect_hessians
 from .layers import block_of, find_layers, get_weight, set_weight
 
-__all__ = ["find_layers", "get_weight", "set_weight", "block_of"]
+__all__ = ["find_layers", "get_weight", "set_weight", "block_of", "collect_hessians", "Hessians"]
 
 __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
             "to_semi_structured"]
+__all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "load_minilm",
+            "embed", "fidelity"]

@@ -1,0 +1,393 @@
+"""Layer Hessians H = X X' / n from real activations, collected by forward hooks.
+
+For a linear layer with inputs X (d_in x n, one column per token) the local squared loss of
+prox24-kubler eq. 1 is ``||W X - W* X||_F^2 / n = Tr((W - W*) H (W - W*)')`` with
+``H = X X' / n`` (eq. 2). :func:`collect_hessians` runs the model on calibration batches and
+accumulates ``X X'`` for every selected ``nn.Linear`` / ``Conv1D`` without keeping activations.
+
+Notes
+-----
+Streaming. A forward pre-hook on each layer takes the layer's input ``x`` (shape
+``(..., d_in)``), flattens it to rows ``X`` (``n_b x d_in``, one row per token) and adds
+``X' X`` to a running sum in ``dtype`` on ``device``; token counts are summed too and
+``H = sum / n`` is formed once at the end (prox24-kubler eq. 2). Memory: the sums (one
+``d_in x d_in`` matrix per distinct input) and, for the duration of a single forward pass, the
+per-batch product of each shared input; activations are never stored (inputs are compared
+by identity through weak references).
+
+Padding. When a batch is a mapping with ``"attention_mask"`` of shape (B, T) and a layer's
+input has shape (B, T, d_in), only the rows with ``attention_mask != 0`` are used: padding
+tokens are not data. Other inputs (e.g. already unpadded ``(n, d_in)``) use every row.
+
+Sharing. Layers that read the same tensor object in a forward pass (BERT's query, key and
+value read one ``hidden_states``) get one ``X' X`` per batch and the returned dict maps all of
+them to the same tensor. Sharing is decided per batch from the objects actually seen: two
+layers share at the end only if they read the same object (the same sequence of objects, if
+called several times) in every batch. A group that stops sharing is split exactly (the
+per-batch products of shared inputs are committed only at the end of the batch).
+
+Precision. The default ``dtype=torch.float64`` accumulates in double precision: each batch's
+rows are converted to float64 before the product, so ``H`` equals ``X X' / n`` of the
+activations to float64 rounding (the tests check 1e-12 against a direct computation).
+``dtype=torch.float32`` (e.g. on a GPU) accumulates in single precision: relative error
+about ``1e-7 * sqrt(number of batches)`` on the entries, more on nearly cancelling
+off-diagonal entries. On CPU the product is a BLAS ``syrk`` (SciPy's ``dsyrk``/``ssyrk``,
+only one triangle, half the flops of a general product; the other triangle is filled at the
+end); elsewhere ``torch.addmm``.
+
+Cost. The product costs ``n_b d_in^2`` multiply-adds per distinct input (``n_b d_in^2 / 2``
+with syrk), against ``n_b d_in d_out`` for the layer itself. In MiniLM (d = 384, FFN 1536)
+one block's six linear layers cost ``n_b (4 + 2 * 4) 384^2 = 12 n_b 384^2``, while the four
+distinct inputs (q/k/v shared, attention output, FFN input, FFN hidden of width 1536) cost
+``(3 + 16) n_b 384^2 / 2 = 9.5 n_b 384^2`` with syrk, in float64 at half the float32 speed:
+the hooks cannot be much cheaper than the forward pass itself. ``benchmarks/adapter_hooks.py``
+measures the ratio to a plain forward pass.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from .layers import find_layers, get_weight
+
+__all__ = ["Hessians", "collect_hessians"]
+
+#: Accumulation dtypes: float16/bfloat16 sums of squares overflow or lose all precision.
+_ACCUMULATION_DTYPES = (torch.float32, torch.float64)
+
+
+@dataclass
+class Hessians:
+    """Layer Hessians ``H = X X' / n`` collected by :func:`collect_hessians`.
+
+    Attributes
+    ----------
+    H : dict[str, torch.Tensor]
+        ``{layer name: (d_in, d_in) tensor}``, symmetric positive semidefinite. Layers that
+        read the same input (e.g. query, key, value) map to the *same* tensor object.
+    n_tokens : dict[str, int]
+        Number of tokens (rows of X, padding excluded) each layer's H averages over.
+    groups : list[tuple[str, ...]]
+        A partition of the layer names: the layers of one tuple share one H (singletons for
+        layers with their own), in the order the layers were registered.
+    """
+
+    H: dict = field(default_factory=dict)
+    n_tokens: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+
+    def numpy(self, name: str) -> np.ndarray:
+        """A float64 NumPy copy of the Hessian of layer ``name`` (for :func:`sparseopt.prune`)."""
+        if name not in self.H:
+            raise ValueError(f"name {name!r} is not a layer of these Hessians "
+                             f"(known: {', '.join(self.H)})")
+        return self.H[name].detach().to("cpu", torch.float64).numpy().copy()
+
+
+def _use_syrk(device) -> bool:
+    """syrk from SciPy's BLAS on CPU: one triangle, half the flops of X'X by gemm (torch has
+    no syrk; on other devices ``addmm`` computes the full product)."""
+    return device.type == "cpu"
+
+
+class _Slot:
+    """The running sum of X'X shared by a set of layers (a part of the sharing partition)."""
+
+    def __init__(self, names, d, total=None, count=0):
+        self.names = list(names)
+        self.d = d
+        self.total = total  # None: nothing accumulated yet (zero)
+        self.count = count
+        # Only for shared slots, reset after every batch: distinct inputs seen in this batch
+        # as (weak reference, X'X of the batch or None if no rows, rows), and per member the
+        # indices of the inputs it read.
+        self.seen = []
+        self.calls = {name: [] for name in self.names}
+        self.buffer = None  # reused for the first input of a batch
+
+
+class _Collector:
+    """The hook state: slots, the current batch's mask, and the accumulation kernels."""
+
+    def __init__(self, layers, dtype, device):
+        self.dtype = dtype
+        self.device = device
+        self.use_syrk = _use_syrk(device)
+        if self.use_syrk:
+            from scipy.linalg import blas
+
+            self.syrk = blas.dsyrk if dtype == torch.float64 else blas.ssyrk
+        by_width = {}
+        for name, module in layers.items():
+            by_width.setdefault(get_weight(module).shape[1], []).append(name)
+        # Start from one candidate group per input width; batches only ever split groups.
+        self.slots = [_Slot(names, d) for d, names in by_width.items()]
+        self.slot_of = {name: slot for slot in self.slots for name in slot.names}
+        self.order = {name: i for i, name in enumerate(layers)}
+        self.mask = None
+        self.rows_of = {}
+
+    # -- per batch -------------------------------------------------------------------------
+    def start_batch(self, batch):
+        mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None
+        self.mask = mask if isinstance(mask, torch.Tensor) and mask.ndim == 2 else None
+        self.rows_of = {}  # device -> indices of the kept tokens (None: keep all)
+
+    def _kept_rows(self, device):
+        if device not in self.rows_of:
+            keep = self.mask.reshape(-1).to(device) != 0
+            self.rows_of[device] = None if bool(keep.all()) else keep.nonzero().squeeze(1)
+        return self.rows_of[device]
+
+    def _rows(self, name, x):
+        """The layer input as rows (n_b, d_in) in the accumulation dtype/device, padding dropped."""
+        d = self.slot_of[name].d
+        if x.shape[-1] != d:
+            raise ValueError(f"layer {name!r} received an input with last dimension "
+                             f"{x.shape[-1]}, expected d_in = {d}")
+        X = x.detach().reshape(-1, d)
+        if self.mask is not None and x.ndim == 3 and tuple(x.shape[:2]) == tuple(self.mask.shape):
+            keep = self._kept_rows(x.device)
+            if keep is not None:
+                X = X.index_select(0, keep)
+        return X.to(device=self.device, dtype=self.dtype).contiguous()
+
+    def _gram(self, X, out, accumulate):
+        """``out += X'X`` (accumulate) or ``out = X'X``; on CPU only the lower triangle of out
+        is meaningful (syrk)."""
+        if self.use_syrk:
+            # out (C order) viewed transposed is Fortran-ordered; syrk writes its upper
+            # triangle in place, i.e. out's lower triangle. X (n, d) C order = X' Fortran.
+            res = self.syrk(1.0, X.numpy().T, beta=1.0 if accumulate else 0.0,
+                            c=out.numpy().T, trans=0, lower=0, overwrite_c=1)
+            if not np.shares_memory(res, out.numpy()):  # guards against a silent copy
+                out.copy_(torch.from_numpy(res.T))
+        elif accumulate:
+            out.addmm_(X.T, X)
+        else:
+            torch.mm(X.T, X, out=out)
+        return out
+
+    def _zeros(self, d):
+        return torch.zeros(d, d, dtype=self.dtype, device=self.device)
+
+    def hook(self, name, args, kwargs):
+        x = args[0] if args else next(iter(kwargs.values()))
+        slot = self.slot_of[name]
+        if len(slot.names) == 1:  # own H: accumulate at once
+            X = self._rows(name, x)
+            if X.shape[0]:
+                if slot.total is None:
+                    slot.total = self._zeros(slot.d)
+                self._gram(X, slot.total, accumulate=True)
+                slot.count += X.shape[0]
+            return
+        for i, (ref, _, _) in enumerate(slot.seen):
+            if ref() is x:  # same object as a slot-mate's input: X'X already computed
+                slot.calls[name].append(i)
+                return
+        X = self._rows(name, x)
+        G = None
+        if X.shape[0]:
+            if slot.seen or slot.buffer is None:
+                out = self._zeros(slot.d)
+                if slot.buffer is None:
+                    slot.buffer = out
+            else:
+                out = slot.buffer
+            G = self._gram(X, out, accumulate=False)
+        slot.seen.append((weakref.ref(x), G, X.shape[0]))
+        slot.calls[name].append(len(slot.seen) - 1)
+
+    def end_batch(self, index):
+        new_slots = []
+        for slot in self.slots:
+            if len(slot.names) == 1:
+                new_slots.append(slot)
+                continue
+            parts = {}
+            for name in slot.names:
+                parts.setdefault(tuple(slot.calls[name]), []).append(name)
+            users = {}
+            for seq in parts:
+                for i in seq:
+                    users.setdefault(i, set()).add(seq)
+            for seq, names in parts.items():
+                total, count = slot.total, slot.count
+                if len(parts) > 1 and total is not None:
+                    total = total.clone()
+                for i in seq:
+                    _, G, n = slot.seen[i]
+                    if G is None:
+                        continue
+                    count += n
+                    if total is None and len(seq) == 1 and len(users[i]) == 1 \
+                            and G is not slot.buffer:
+                        total = G  # adopt a fresh product (first batch), no copy
+                    elif total is None:
+                        total = G.clone()
+                    else:
+                        total += G
+                part = slot if len(parts) == 1 else _Slot(names, slot.d, total, count)
+                part.total, part.count = total, count
+                part.seen, part.calls = [], {name: [] for name in names}
+                if part is not slot:
+                    part.buffer = slot.buffer if part.total is not slot.buffer else None
+                    slot.buffer = None
+                new_slots.append(part)
+        self.slots = sorted(new_slots, key=lambda s: self.order[s.names[0]])
+        self.slot_of = {name: slot for slot in self.slots for name in slot.names}
+        # NaN/inf anywhere in X reaches the diagonal of X'X (a sum of squares): one check
+        # per slot and batch names the layer and the batch.
+        live = [s for s in self.slots if s.total is not None]
+        if live:
+            ok = torch.stack([torch.isfinite(s.total.diagonal()).all() for s in live]).cpu()
+            if not bool(ok.all()):
+                bad = [name for s, flag in zip(live, ok.tolist()) if not flag for name in s.names]
+                raise ValueError(f"non-finite activations (NaN/inf) in the input of layer(s) "
+                                 f"{', '.join(bad)} in batch {index} (or X'X overflowed in "
+                                 f"{self.dtype})")
+
+    def result(self):
+        empty = [name for s in self.slots if s.count == 0 for name in s.names]
+        if empty:
+            raise ValueError(f"no tokens reached layer(s) {', '.join(empty)}: the forward "
+                             "pass never called them, or every attention_mask entry was 0")
+        out = Hessians()
+        for slot in self.slots:
+            S = slot.total  # owned by the collector: finished in place
+            if self.use_syrk:
+                S.tril_()  # syrk filled the lower triangle only
+                S += S.T.triu(1)
+            else:
+                S.copy_(0.5 * (S + S.T))  # gemm rounding may break exact symmetry
+            S /= slot.count
+            for name in slot.names:
+                out.H[name] = S
+                out.n_tokens[name] = slot.count
+            out.groups.append(tuple(slot.names))
+        out.H = {name: out.H[name] for name in self.order}
+        out.n_tokens = {name: out.n_tokens[name] for name in self.order}
+        return out
+
+
+def _default_forward(model, batch):
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
+def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.float64,
+                     device="cpu", progress=None) -> Hessians:
+    """Accumulate the layer Hessians ``H = X X' / n`` over calibration batches.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Run in eval mode and without gradients; its train/eval flags are restored afterwards.
+    batches : iterable
+        Calibration batches; each is passed to ``forward``. A mapping with
+        ``"attention_mask"`` (B, T) drops the padding tokens of (B, T, d_in) layer inputs.
+    modules : None, str, sequence of str, or mapping, optional
+        The layers, as in :func:`sparseopt_torch.find_layers` (default: every ``nn.Linear``
+        / ``Conv1D`` except heads such as ``pooler``).
+    forward : callable, optional
+        ``forward(model, batch)``; default ``model(**batch)`` for a mapping,
+        ``model(*batch)`` for a tuple/list, else ``model(batch)``. Batches are not moved to
+        the model's device.
+    dtype : torch.float64 or torch.float32
+        Accumulation dtype (default float64, exact to double rounding; float32 is allowed,
+        e.g. on a GPU, see Notes).
+    device : str or torch.device
+        Where the sums live and the products run (default ``"cpu"``).
+    progress : bool or None
+        tqdm bar over the batches; None shows it when there are more than 20 batches.
+
+    Returns
+    -------
+    Hessians
+        ``H`` (layers sharing an input share one tensor), ``n_tokens``, ``groups``.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments, no layer matched ``modules``, ``batches`` empty, a layer that received
+        no token, NaN/inf activations (naming the layer and the batch). The hooks are removed
+        in every case.
+
+    Notes
+    -----
+    ``H = X X' / n`` of prox24-kubler eq. 2, with X the layer's inputs (d_in x n) over all
+    batches and n the number of (unpadded) tokens. See the module docstring for the
+    streaming, sharing and precision details.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    >>> batches = [torch.randn(32, 8) for _ in range(3)]
+    >>> hess = collect_hessians(model, batches)
+    >>> hess.H["0"].shape, hess.H["2"].shape, hess.n_tokens["0"]
+    (torch.Size([8, 8]), torch.Size([16, 16]), 96)
+    """
+    if forward is None:
+        forward = _default_forward
+    elif not callable(forward):
+        raise ValueError(f"forward must be callable, got {type(forward).__name__}")
+    if dtype not in _ACCUMULATION_DTYPES:
+        raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {device!r} is not a torch device: {err}") from None
+    if progress is not None and not isinstance(progress, bool):
+        raise ValueError(f"progress must be True, False or None, got {progress!r}")
+    if not isinstance(batches, Iterable) or isinstance(batches, (torch.Tensor, Mapping)):
+        raise ValueError("batches must be an iterable of batches (e.g. a list), got "
+                         f"{type(batches).__name__}")
+    layers = find_layers(model, modules)
+    try:
+        n_batches = len(batches)
+    except TypeError:
+        n_batches = None
+    if n_batches == 0:
+        raise ValueError("batches is empty: no calibration data")
+    if progress is None:
+        progress = n_batches is not None and n_batches > 20
+
+    collector = _Collector(layers, dtype, device)
+    modes = {module: module.training for module in model.modules()}
+    handles = []
+    try:
+        for name, module in layers.items():
+            handles.append(module.register_forward_pre_hook(
+                lambda _mod, args, kwargs, _name=name: collector.hook(_name, args, kwargs),
+                with_kwargs=True))
+        model.eval()
+        seen = 0
+        from tqdm.auto import tqdm
+
+        with torch.no_grad():
+            for index, batch in enumerate(tqdm(batches, total=n_batches, disable=not progress,
+                                               desc="collect_hessians", unit="batch")):
+                collector.start_batch(batch)
+                forward(model, batch)
+                collector.end_batch(index)
+                seen += 1
+        if seen == 0:
+            raise ValueError("batches is empty: no calibration data")
+        return collector.result()
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module, training in modes.items():
+            module.train(training)

@@ -1,0 +1,350 @@
+"""collect_hessians: H = X X' / n against inputs captured independently by plain hooks."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from conftest import make_tiny_batches
+
+from sparseopt_torch import collect_hessians, find_layers
+from sparseopt_torch import hessians as hessians_module
+
+QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
+
+
+def capture_reference(model, batches, layers, forward=None):
+    """X'X / n per layer from inputs copied by simple forward hooks (float64, padding dropped
+    with the batch's attention_mask when the input is (B, T, d))."""
+    sums = {name: 0.0 for name in layers}
+    counts = {name: 0 for name in layers}
+    current = {}
+
+    def make_hook(name):
+        def hook(_module, inputs, _output):
+            x = inputs[0].detach().to(torch.float64)
+            mask = current.get("mask")
+            if mask is not None and x.ndim == 3 and x.shape[:2] == mask.shape:
+                X = x[mask.bool()]
+            else:
+                X = x.reshape(-1, x.shape[-1])
+            sums[name] = sums[name] + X.T @ X
+            counts[name] += X.shape[0]
+        return hook
+
+    handles = [mod.register_forward_hook(make_hook(name)) for name, mod in layers.items()]
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                current["mask"] = batch.get("attention_mask") if isinstance(batch, dict) else None
+                if forward is not None:
+                    forward(model, batch)
+                elif isinstance(batch, dict):
+                    model(**batch)
+                elif isinstance(batch, (tuple, list)):
+                    model(*batch)
+                else:
+                    model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return {name: sums[name] / counts[name] for name in layers}, counts
+
+
+def assert_hessians_equal(H, ref, rtol=1e-12):
+    for name, R in ref.items():
+        got = H[name]
+        assert got.dtype == torch.float64 and got.shape == R.shape, name
+        scale = float(R.abs().max())
+        err = float((got - R).abs().max())
+        assert err <= rtol * scale, f"{name}: max error {err:.3g}, scale {scale:.3g}"
+        assert torch.equal(got, got.T), f"{name}: not exactly symmetric"
+
+
+def no_hooks(model):
+    return all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+
+
+# -- tiny BERT ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model_dtype", [torch.float64, torch.float32])
+def test_tiny_bert_matches_direct_computation(tiny_bert, tiny_batches, model_dtype):
+    model = tiny_bert.to(model_dtype)
+    layers = find_layers(model)
+    assert len(layers) == 12
+    hess = collect_hessians(model, tiny_batches)
+    ref, counts = capture_reference(model, tiny_batches, layers)
+    assert_hessians_equal(hess.H, ref)
+    n_real = int(sum(int(b["attention_mask"].sum()) for b in tiny_batches))
+    n_all = sum(b["attention_mask"].numel() for b in tiny_batches)
+    assert n_real < n_all  # the batches do have padding
+    assert hess.n_tokens == {name: n_real for name in layers} == counts
+    assert no_hooks(model)
+
+
+def test_tiny_bert_padding_is_dropped(tiny_bert, tiny_batches):
+    """Changing the embeddings of padded positions must not change any H."""
+    model = tiny_bert.double()
+    changed = [{"input_ids": torch.where(b["attention_mask"] == 0, 7, b["input_ids"]),
+                "attention_mask": b["attention_mask"]} for b in tiny_batches]
+    h1 = collect_hessians(model, tiny_batches)
+    h2 = collect_hessians(model, changed)
+    for name in h1.H:
+        torch.testing.assert_close(h1.H[name], h2.H[name], rtol=1e-12, atol=1e-14)
+    # while without the mask, padding counts as data
+    unmasked = [{"input_ids": b["input_ids"]} for b in changed]
+    h3 = collect_hessians(model, unmasked)
+    assert h3.n_tokens[next(iter(h3.H))] == sum(b["input_ids"].numel() for b in changed)
+
+
+def test_tiny_bert_qkv_share_one_tensor(tiny_bert, tiny_batches):
+    hess = collect_hessians(tiny_bert, tiny_batches)
+    for block in ("encoder.layer.0", "encoder.layer.1"):
+        q, k, v = (f"{block}.{s}" for s in QKV)
+        assert hess.H[q] is hess.H[k] and hess.H[k] is hess.H[v]
+        assert (q, k, v) in hess.groups
+        others = [f"{block}.attention.output.dense", f"{block}.intermediate.dense",
+                  f"{block}.output.dense"]
+        for name in others:
+            assert hess.H[name] is not hess.H[q]
+            assert (name,) in hess.groups
+    # groups partition the layer names, in registration order
+    flat = [name for group in hess.groups for name in group]
+    assert flat == list(hess.H) == list(find_layers(tiny_bert))
+    assert len({id(t) for t in hess.H.values()}) == len(hess.groups) == 8
+
+
+def test_float32_accumulation_close_to_float64(tiny_bert, tiny_batches):
+    h64 = collect_hessians(tiny_bert, tiny_batches)
+    h32 = collect_hessians(tiny_bert, tiny_batches, dtype=torch.float32, device="cpu")
+    for name, H in h64.H.items():
+        assert h32.H[name].dtype == torch.float32
+        torch.testing.assert_close(h32.H[name].double(), H, rtol=1e-5,
+                                   atol=1e-6 * float(H.abs().max()))
+    assert h32.groups == h64.groups
+
+
+def test_gemm_path_matches_syrk_path(tiny_bert, tiny_batches, monkeypatch):
+    """The addmm path (used off CPU) gives the same H as the CPU syrk path."""
+    model = tiny_bert.double()
+    h_syrk = collect_hessians(model, tiny_batches)
+    monkeypatch.setattr(hessians_module, "_use_syrk", lambda device: False)
+    h_gemm = collect_hessians(model, tiny_batches)
+    ref, _ = capture_reference(model, tiny_batches, find_layers(model))
+    assert_hessians_equal(h_gemm.H, ref)
+    assert h_gemm.groups == h_syrk.groups
+
+
+def test_numpy_copy(tiny_bert, tiny_batches):
+    hess = collect_hessians(tiny_bert, tiny_batches, dtype=torch.float32)
+    name = "encoder.layer.0.output.dense"
+    A = hess.numpy(name)
+    assert isinstance(A, np.ndarray) and A.dtype == np.float64 and A.shape == (64, 64)
+    np.testing.assert_array_equal(A, hess.H[name].double().numpy())
+    A[0, 0] = -1.0
+    assert float(hess.H[name][0, 0]) != -1.0  # a copy
+    with pytest.raises(ValueError, match="name"):
+        hess.numpy("nope")
+
+
+def test_modules_selection_and_mode_restored(tiny_bert, tiny_batches):
+    tiny_bert.train()
+    hess = collect_hessians(tiny_bert, tiny_batches, modules=r"layer\.1\..*query|value")
+    assert set(hess.H) == {f"encoder.layer.{i}.attention.self.value" for i in (0, 1)} | {
+        "encoder.layer.1.attention.self.query"}
+    assert hess.H["encoder.layer.1.attention.self.query"] is \
+        hess.H["encoder.layer.1.attention.self.value"]
+    assert all(m.training for m in tiny_bert.modules())
+    assert no_hooks(tiny_bert)
+    # eval mode inside: dropout off, so a second run gives identical Hessians
+    again = collect_hessians(tiny_bert, tiny_batches, modules=r"layer\.1\..*query|value")
+    for name in hess.H:
+        assert torch.equal(hess.H[name], again.H[name])
+
+
+# -- Conv1D (GPT-2) and plain torch models -----------------------------------------------------
+
+def test_gpt2_conv1d():
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    model = GPT2Model(config).double().eval()
+    batches = make_tiny_batches(n_batches=2)
+    layers = find_layers(model)
+    assert list(layers) == ["h.0.attn.c_attn", "h.0.attn.c_proj", "h.0.mlp.c_fc",
+                            "h.0.mlp.c_proj"]
+    hess = collect_hessians(model, batches)
+    sizes = {name: tuple(H.shape) for name, H in hess.H.items()}
+    assert sizes == {"h.0.attn.c_attn": (32, 32), "h.0.attn.c_proj": (32, 32),
+                     "h.0.mlp.c_fc": (32, 32), "h.0.mlp.c_proj": (128, 128)}
+    ref, _ = capture_reference(model, batches, layers)
+    assert_hessians_equal(hess.H, ref)
+
+
+def test_sequential_tensor_and_tuple_batches():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(6, 10), nn.Tanh(), nn.Linear(10, 3)).double()
+    batches = [torch.randn(5, 6, dtype=torch.float64), torch.randn(7, 2, 6, dtype=torch.float64)]
+    hess = collect_hessians(model, batches)
+    X0 = torch.cat([b.reshape(-1, 6) for b in batches])
+    X2 = torch.tanh(model[0](X0))
+    torch.testing.assert_close(hess.H["0"], X0.T @ X0 / 19, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(hess.H["2"], X2.T @ X2 / 19, rtol=1e-12, atol=1e-14)
+    assert hess.n_tokens == {"0": 19, "2": 19} and hess.groups == [("0",), ("2",)]
+    as_tuples = collect_hessians(model, [(b,) for b in batches])
+    assert torch.equal(as_tuples.H["0"], hess.H["0"])
+    # a generator works too, and a custom forward
+    from_gen = collect_hessians(model, (b for b in batches), forward=lambda m, b: m(b * 2))
+    torch.testing.assert_close(from_gen.H["0"], 4 * hess.H["0"], rtol=1e-12, atol=1e-14)
+
+
+class Branchy(nn.Module):
+    """a and b read the same tensor when ``share`` is true, equal copies otherwise; c is
+    called twice per forward pass on different tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 3), nn.Linear(4, 3), nn.Linear(4, 2)
+
+    def forward(self, x, share):
+        y = self.a(x) + self.b(x if share else x.clone())
+        return y.sum() + self.c(x).sum() + self.c(2 * x).sum()
+
+
+@pytest.mark.parametrize("pattern", [(True, False, True), (False, True, True),
+                                     (True, True, True), (True, True, False)])
+def test_sharing_follows_every_batch(pattern):
+    """Layers share H only if they read the same object in every batch; a group that
+    stops sharing is split without changing any value."""
+    torch.manual_seed(2)
+    model = Branchy().double()
+    xs = [torch.randn(3, 5, 4, dtype=torch.float64) for _ in pattern]
+    batches = [(x, share) for x, share in zip(xs, pattern)]
+    hess = collect_hessians(model, batches)
+    X = torch.cat([x.reshape(-1, 4) for x in xs])
+    direct = X.T @ X / X.shape[0]
+    torch.testing.assert_close(hess.H["a"], direct, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(hess.H["b"], direct, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(hess.H["c"], 2.5 * direct, rtol=1e-12, atol=1e-14)
+    assert hess.n_tokens == {"a": 45, "b": 45, "c": 90}
+    if all(pattern):
+        assert hess.H["a"] is hess.H["b"] and hess.groups == [("a", "b"), ("c",)]
+    else:
+        assert hess.H["a"] is not hess.H["b"]
+        assert hess.groups == [("a",), ("b",), ("c",)]
+
+
+def test_layer_skipped_in_some_batches():
+    """A layer not called in a batch gets no tokens from it, even if it shared before."""
+    torch.manual_seed(4)
+    model = Branchy().double()
+    xs = [torch.randn(4, 4, dtype=torch.float64) for _ in range(3)]
+
+    def forward(m, batch):
+        x, skip_b = batch
+        m.a(x)
+        if not skip_b:
+            m.b(x)
+
+    hess = collect_hessians(model, [(xs[0], False), (xs[1], True), (xs[2], False)],
+                            modules=["a", "b"], forward=forward)
+    Xa = torch.cat(xs)
+    Xb = torch.cat([xs[0], xs[2]])
+    torch.testing.assert_close(hess.H["a"], Xa.T @ Xa / 12, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(hess.H["b"], Xb.T @ Xb / 8, rtol=1e-12, atol=1e-14)
+    assert hess.n_tokens == {"a": 12, "b": 8}
+
+
+# -- MiniLM ------------------------------------------------------------------------------------
+
+def test_minilm(minilm):
+    bert = minilm[0].auto_model
+    sentences = ["Return the sum of the array elements over a given axis.",
+                 "Compute the eigenvalues of a general matrix.",
+                 "Padding is not data.",
+                 "The quick brown fox jumps over the lazy dog near the river bank today."]
+    batches = [dict(minilm.tokenizer(sentences[i:i + 2], padding=True, return_tensors="pt"))
+               for i in (0, 2)]
+    hess = collect_hessians(bert, batches)
+    assert len(hess.H) == 36 and len(hess.groups) == 6 * 4
+    n_real = sum(int(b["attention_mask"].sum()) for b in batches)
+    assert set(hess.n_tokens.values()) == {n_real}
+    for i in range(6):
+        q, k, v = (f"encoder.layer.{i}.{s}" for s in QKV)
+        assert hess.H[q] is hess.H[k] is hess.H[v]
+    for group in hess.groups:
+        H = hess.H[group[0]]
+        assert torch.equal(H, H.T)
+        # PSD: a Cholesky factorization succeeds after a 1e-10 relative shift
+        scale = float(H.diagonal().max())
+        eye = torch.eye(H.shape[0], dtype=H.dtype)
+        assert int(torch.linalg.cholesky_ex(H + 1e-10 * scale * eye).info) == 0, group
+        assert scale > 0
+    # one layer against the independent capture (MiniLM runs in float32)
+    name = "encoder.layer.5.output.dense"
+    ref, _ = capture_reference(bert, batches, {name: find_layers(bert)[name]})
+    assert_hessians_equal({name: hess.H[name]}, ref)
+    assert no_hooks(bert)
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+def test_bad_input_errors(tiny_bert, tiny_batches):
+    with pytest.raises(ValueError, match="batches is empty"):
+        collect_hessians(tiny_bert, [])
+    with pytest.raises(ValueError, match="batches is empty"):
+        collect_hessians(tiny_bert, iter([]))
+    with pytest.raises(ValueError, match="batches must be an iterable"):
+        collect_hessians(tiny_bert, 3)
+    with pytest.raises(ValueError, match="no nn.Linear / Conv1D layer"):
+        collect_hessians(tiny_bert, tiny_batches, modules="no_such_layer")
+    with pytest.raises(ValueError, match="dtype"):
+        collect_hessians(tiny_bert, tiny_batches, dtype=torch.float16)
+    with pytest.raises(ValueError, match="forward must be callable"):
+        collect_hessians(tiny_bert, tiny_batches, forward="model")
+    with pytest.raises(ValueError, match="device"):
+        collect_hessians(tiny_bert, tiny_batches, device="not-a-device")
+    with pytest.raises(ValueError, match="progress"):
+        collect_hessians(tiny_bert, tiny_batches, progress="yes")
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        collect_hessians("model", tiny_batches)
+    all_padding = [{"input_ids": b["input_ids"], "attention_mask": torch.zeros_like(
+        b["attention_mask"])} for b in tiny_batches]
+    with pytest.raises(ValueError, match="no tokens reached layer"):
+        collect_hessians(tiny_bert, all_padding)
+    assert no_hooks(tiny_bert)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_activations_name_the_layer(bad):
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    good = torch.randn(6, 4, dtype=torch.float64)
+    poisoned = good.clone()
+    poisoned[2, 1] = bad
+    with pytest.raises(ValueError, match=r"non-finite activations .* layer\(s\) 0(, 2)? in batch 1"):
+        collect_hessians(model, [good, poisoned])
+    assert no_hooks(model)
+    assert torch.isfinite(poisoned[0]).all() and not torch.isfinite(poisoned[2, 1])  # untouched
+
+
+def test_hooks_removed_and_mode_restored_after_exception(tiny_bert, tiny_batches):
+    tiny_bert.train()
+
+    def failing(model, batch):
+        model(**batch)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        collect_hessians(tiny_bert, tiny_batches, forward=failing)
+    assert no_hooks(tiny_bert)
+    assert all(m.training for m in tiny_bert.modules())
+
+
+def test_progress_bar(tiny_bert, capsys):
+    batches = make_tiny_batches(n_batches=21, batch=2, seq=4)
+    collect_hessians(tiny_bert, batches)  # None: auto, on for > 20 batches
+    assert "collect_hessians" in capsys.readouterr().err
+    collect_hessians(tiny_bert, batches, progress=False)
+    assert "collect_hessians" not in capsys.readouterr().err
