@@ -1,0 +1,488 @@
+"""Pruning a whole model layer by layer with the core methods (prox24-kubler Sec. 4, App. D.1).
+
+For every selected linear layer, the input Hessian H = X X' / n is collected from calibration
+data (:func:`~sparseopt_torch.hessians.collect_hessians`), the layer problem
+min_W Tr((W - W*) H (W - W*)') over N:M sparse W is solved by a core method
+(:func:`sparseopt.prune`), optionally followed by masked gradient steps ("+GD", eq. 5), and the
+pruned weights are written back into the model.
+
+Two ways to get the Hessians:
+
+- independent (default, prox24-kubler App. D.1): all Hessians come from the dense model, so the
+  layers are independent problems;
+- sequential (as maiht-wen and SparseGPT do): blocks are pruned in order and the inputs of a
+  block are recomputed by the model whose earlier blocks are already pruned.
+
+Runs with ``out=DIR`` are resumable: every finished layer is saved (atomically) to
+``DIR/layers/`` and a rerun with the same settings reloads the finished layers and continues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from sparseopt import prune as core_prune
+from sparseopt.layer import METHODS, layer_loss, masked_gd
+from sparseopt.patterns import NM, TopK
+
+from .hessians import collect_hessians
+from .layers import block_of, find_layers, get_weight, set_weight, to_numpy
+
+__all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned", "TORCH_METHODS"]
+
+#: Methods with a torch kernel (sparseopt_torch.kernels), used on CUDA or with backend="torch".
+TORCH_METHODS = ("prox", "sparsegpt")
+_SETTINGS_FILE = "run.json"
+_LAYER_DIR = "layers"
+
+
+@dataclass
+class LayerRecord:
+    """What happened to one layer. Losses are Tr((W - W*) H (W - W*)') in float64 with the
+    Hessian the layer was pruned with; ``rel_*`` divide by Tr(W* H W*') (pruning everything
+    gives 1). ``*_gd`` are after the masked gradient steps (equal to the plain ones when
+    ``refine_steps = 0``)."""
+
+    name: str
+    block: str
+    shape: tuple
+    method: str
+    backend: str
+    n_tokens: int
+    base_loss: float
+    loss: float
+    rel_loss: float
+    loss_gd: float
+    rel_loss_gd: float
+    time: float
+    time_gd: float
+    refine_steps: int
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class ModelPruneResult:
+    """Per-layer records of :func:`prune_model`, in pruning order, and the run's settings."""
+
+    records: list
+    settings: dict
+    out: str | None = None
+
+    def total(self, key="rel_loss_gd") -> float:
+        """Sum over layers of a record field, e.g. ``"rel_loss"`` or ``"rel_loss_gd"``."""
+        return float(sum(getattr(r, key) for r in self.records))
+
+    def to_json(self) -> dict:
+        return {"settings": self.settings, "layers": [asdict(r) for r in self.records],
+                "totals": {k: self.total(k) for k in ("loss", "rel_loss", "loss_gd",
+                                                      "rel_loss_gd", "time", "time_gd")}}
+
+    def to_markdown(self) -> str:
+        s = self.settings
+        gd = s["refine_steps"] > 0
+        lines = [f"method `{s['method']}`, pattern {s['pattern']}, "
+                 f"{'sequential' if s['sequential'] else 'independent'} Hessians, "
+                 f"refine_steps {s['refine_steps']}", ""]
+        head = "| layer | shape | tokens | rel loss | time [s] |"
+        sep = "|---|---|---:|---:|---:|"
+        if gd:
+            head += " rel loss +GD | time +GD [s] |"
+            sep += "---:|---:|"
+        lines += [head, sep]
+        for r in self.records:
+            row = (f"| {r.name} | {r.shape[0]}x{r.shape[1]} | {r.n_tokens} | "
+                   f"{r.rel_loss:.5f} | {r.time:.2f} |")
+            if gd:
+                row += f" {r.rel_loss_gd:.5f} | {r.time_gd:.2f} |"
+            lines.append(row)
+        row = f"| **sum** | | | {self.total('rel_loss'):.4f} | {self.total('time'):.1f} |"
+        if gd:
+            row += f" {self.total('rel_loss_gd'):.4f} | {self.total('time_gd'):.1f} |"
+        lines.append(row)
+        return "\n".join(lines) + "\n"
+
+
+def _atomic_write(path, write):
+    """Write through a temporary file and rename it: a crash leaves no half-written file."""
+    tmp = path + ".tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _write_json(path, obj):
+    def write(p):
+        with open(p, "w") as fh:
+            json.dump(obj, fh, indent=1, default=float)
+    _atomic_write(path, write)
+
+
+def _fingerprint_batches(batches) -> str:
+    """SHA-256 of the calibration data (so a resumed run can tell it changed)."""
+    h = hashlib.sha256()
+
+    def feed(x):
+        if isinstance(x, torch.Tensor):
+            h.update(str((tuple(x.shape), str(x.dtype))).encode())
+            h.update(x.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
+        elif isinstance(x, dict):
+            for k in sorted(x):
+                h.update(str(k).encode())
+                feed(x[k])
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                feed(v)
+        else:
+            h.update(repr(x).encode())
+
+    for b in batches:
+        feed(b)
+    return h.hexdigest()
+
+
+def _fingerprint_weights(layers) -> str:
+    h = hashlib.sha256()
+    for name, mod in layers.items():
+        W = get_weight(mod)
+        h.update(name.encode())
+        h.update(W.to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _pattern_str(pattern) -> str:
+    return f"{pattern.n}:{pattern.m}" if isinstance(pattern, NM) else f"top{pattern.k}"
+
+
+def _layer_path(out, name):
+    return os.path.join(out, _LAYER_DIR, name)
+
+
+def _save_layer(out, record, W, W_nogd):
+    from safetensors.torch import save_file
+
+    base = _layer_path(out, record.name)
+    tensors = {"W": W.contiguous()}
+    if W_nogd is not None:
+        tensors["W_nogd"] = W_nogd.contiguous()
+    _atomic_write(base + ".safetensors", lambda p: save_file(tensors, p))
+    _write_json(base + ".json", asdict(record))  # written last: marks the layer as finished
+
+
+def _load_layer(out, name):
+    """(record, tensors) of a finished layer, or None. A layer counts as finished when its
+    JSON record exists (written after the weights)."""
+    from safetensors.torch import load_file
+
+    base = _layer_path(out, name)
+    if not os.path.exists(base + ".json"):
+        return None
+    with open(base + ".json") as fh:
+        rec = json.load(fh)
+    rec["shape"] = tuple(rec["shape"])
+    return LayerRecord(**rec), load_file(base + ".safetensors")
+
+
+def _choose_backend(backend, method, W):
+    if backend == "auto":
+        return "torch" if (W.is_cuda and method in TORCH_METHODS) else "numpy"
+    return backend
+
+
+def _prune_layer_numpy(W_t, H_np, method, pattern, refine_steps, options):
+    """Core method, then (separately timed) masked gradient steps; returns torch tensors."""
+    W_star = to_numpy(W_t)
+    res = core_prune(W_star, H_np, method=method, pattern=pattern, **options)
+    out = {"W_nogd": res.W, "loss": res.loss, "time": res.time,
+           "info": {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}}
+    if refine_steps > 0:
+        t0 = time.perf_counter()
+        W_gd = masked_gd(res.W, W_star, H_np, res.mask, int(refine_steps))
+        out["time_gd"] = time.perf_counter() - t0
+        out["W"] = W_gd
+        out["loss_gd"] = layer_loss(W_gd, W_star, H_np)
+    else:
+        out.update(W=res.W, loss_gd=res.loss, time_gd=0.0)
+    out["W"] = torch.from_numpy(np.ascontiguousarray(out["W"]))
+    out["W_nogd"] = torch.from_numpy(np.ascontiguousarray(out["W_nogd"]))
+    return out
+
+
+def _torch_loss(W, W_star, H) -> float:
+    D = (W - W_star).to(torch.float64)
+    return float(((D @ H.to(device=D.device, dtype=torch.float64)) * D).sum())
+
+
+def _prune_layer_torch(W_t, H_t, method, pattern, refine_steps, options):
+    """The torch kernels on the weight's device (prox24-kubler Alg. 2, SparseGPT, eq. 5)."""
+    from .kernels import masked_gd_torch, prox_prune_torch, sparsegpt_torch
+
+    if not (isinstance(pattern, NM) and (pattern.n, pattern.m) == (2, 4)):
+        raise ValueError(f"the torch kernels support NM(2, 4) only, got pattern={pattern!r}")
+    W_star = W_t.detach().clone()
+    if W_star.dtype not in (torch.float32, torch.float64):
+        W_star = W_star.float()
+    H = H_t.to(device=W_star.device)
+    t0 = time.perf_counter()
+    if method == "prox":
+        W, mask, _, info = prox_prune_torch(W_star, H, **options)
+        info = {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
+    else:
+        W, mask = sparsegpt_torch(W_star, H, **options)
+        info = {}
+    if W_star.is_cuda:
+        torch.cuda.synchronize(W_star.device)
+    t_method = time.perf_counter() - t0
+    out = {"W_nogd": W, "loss": _torch_loss(W, W_star, H), "time": t_method, "info": info}
+    if refine_steps > 0:
+        t0 = time.perf_counter()
+        W_gd = masked_gd_torch(W, W_star, H, mask, int(refine_steps))
+        if W_star.is_cuda:
+            torch.cuda.synchronize(W_star.device)
+        out.update(W=W_gd, time_gd=time.perf_counter() - t0,
+                   loss_gd=_torch_loss(W_gd, W_star, H))
+    else:
+        out.update(W=W, loss_gd=out["loss"], time_gd=0.0)
+    return out
+
+
+def _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    if not isinstance(pattern, (NM, TopK)):
+        raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
+    if isinstance(refine_steps, bool) or not isinstance(refine_steps, (int, np.integer)) \
+            or refine_steps < 0:
+        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
+    if on_indivisible not in ("error", "skip"):
+        raise ValueError(f"on_indivisible must be 'error' or 'skip', got {on_indivisible!r}")
+    if len(calibration) == 0:
+        raise ValueError("calibration is empty: give at least one batch of inputs")
+    if backend not in ("auto", "numpy", "torch"):
+        raise ValueError(f"backend must be 'auto', 'numpy' or 'torch', got {backend!r}")
+    if backend == "torch" and method not in TORCH_METHODS:
+        raise ValueError(f"backend='torch' supports methods {TORCH_METHODS}, got {method!r}")
+
+
+def _select_layers(model, modules, pattern, on_indivisible):
+    layers = find_layers(model, modules)
+    if isinstance(pattern, TopK):
+        return layers
+    bad = [n for n, mod in layers.items() if get_weight(mod).shape[1] % pattern.m]
+    if bad and on_indivisible == "error":
+        raise ValueError(f"d_in of layer(s) {bad} is not divisible by m = {pattern.m}; "
+                         "pass on_indivisible='skip' to leave them dense")
+    for n in bad:
+        warnings.warn(f"layer {n!r}: d_in = {get_weight(layers[n]).shape[1]} is not divisible "
+                      f"by m = {pattern.m}; left dense", stacklevel=3)
+        del layers[n]
+    if not layers:
+        raise ValueError("no layer left to prune: every selected layer was skipped")
+    return layers
+
+
+def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
+                sequential=False, modules=None, options=None, forward=None, out=None,
+                resume=True, on_indivisible="error", backend="auto",
+                hessian_dtype=torch.float64, progress=None) -> ModelPruneResult:
+    """Prune every selected linear layer of ``model`` in place, one layer problem at a time.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Modified in place: the pruned weights replace the dense ones.
+    calibration : sequence of batches
+        Model inputs (dicts of tensors such as tokenizer output, or tensors), fed by
+        ``forward(model, batch)`` (default as in ``collect_hessians``). Padding tokens
+        (``attention_mask == 0``) are not data.
+    method : {"prox", "magnitude", "wanda", "sparsegpt", "maiht", "iobs"}
+        Core method of :func:`sparseopt.prune`.
+    pattern : NM or TopK, default NM(2, 4)
+        Pattern along each weight row (the input dimension).
+    refine_steps : int, default 0
+        Masked gradient steps after the method ("+GD", prox24-kubler eq. 5). The records hold
+        the loss before and after them; with ``out`` both weights are saved.
+    sequential : bool, default False
+        False: all Hessians from the dense model (prox24-kubler App. D.1). True: blocks
+        (:func:`~sparseopt_torch.layers.block_of`) are pruned in order, each with Hessians of
+        inputs recomputed through the already pruned blocks.
+    modules : optional
+        Which layers (see :func:`~sparseopt_torch.layers.find_layers`).
+    options : dict, optional
+        Options of the method (e.g. ``{"max_iter": 300}`` for prox).
+    out : str, optional
+        Run folder. Settings go to ``run.json``, each finished layer to ``layers/<name>.*``,
+        the report to ``report.json`` and ``report.md``. Every file is written atomically,
+        and the folder is created only with the first finished layer, so a run that fails
+        before (bad data, NaN activations) leaves nothing behind.
+    resume : bool, default True
+        Continue a run found in ``out`` (its settings must equal these: ValueError naming
+        the differences otherwise). False with an existing run raises ValueError.
+    on_indivisible : {"error", "skip"}
+        A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
+    backend : {"auto", "numpy", "torch"}
+        "numpy": the core on CPU. "torch": the torch kernels (prox and sparsegpt, 2:4) on
+        the weight's device. "auto": torch for those methods when the model is on CUDA.
+    hessian_dtype : torch.dtype, default torch.float64
+        Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
+    progress : bool, optional
+        A progress bar over layers (default on).
+
+    Returns
+    -------
+    ModelPruneResult
+    """
+    options = dict(options or {})
+    calibration = list(calibration)
+    _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend)
+    layers = _select_layers(model, modules, pattern, on_indivisible)
+    settings = {
+        "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
+        "sequential": bool(sequential), "options": options, "backend": backend,
+        "hessian_dtype": str(hessian_dtype), "layers": list(layers),
+        "calibration_sha256": _fingerprint_batches(calibration),
+        "dense_weights_sha256": _fingerprint_weights(layers),
+    }
+    done = {}
+    if out is not None:
+        done = _open_run(out, settings, layers, resume)
+
+    # Blocks in order; in independent mode a single "block" holds every layer.
+    if sequential:
+        blocks = {}
+        for name in layers:
+            blocks.setdefault(block_of(name), []).append(name)
+        stages = list(blocks.values())
+    else:
+        stages = [list(layers)]
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(layers), desc=f"prune {method}", unit="layer",
+               disable=progress is False)
+    records = []
+    try:
+        for stage in stages:
+            todo = [n for n in stage if n not in done]
+            hess = None
+            if todo:
+                # Sequential: the finished layers of earlier stages are already in the model.
+                # Independent: nothing is written into the model before this point, except
+                # reloaded layers, which are applied after the (dense) Hessians are taken.
+                hess = collect_hessians(model, calibration, modules={n: layers[n] for n in todo},
+                                        forward=forward, dtype=hessian_dtype,
+                                        progress=False)
+            for name in stage:
+                if name in done:
+                    rec, tensors = done[name]
+                    set_weight(layers[name], tensors["W"])
+                    records.append(rec)
+                    bar.update(1)
+            for name in todo:
+                mod = layers[name]
+                W_t = get_weight(mod)
+                chosen = _choose_backend(backend, method, W_t)
+                if chosen == "torch":
+                    res = _prune_layer_torch(W_t, hess.H[name], method, pattern, refine_steps,
+                                             options)
+                else:
+                    res = _prune_layer_numpy(W_t, hess.numpy(name), method, pattern,
+                                             refine_steps, options)
+                H64 = hess.H[name]
+                base = _torch_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t, H64)
+                rel = (lambda x: x / base if base > 0 else (0.0 if x == 0 else float("inf")))
+                rec = LayerRecord(
+                    name=name, block=block_of(name), shape=tuple(W_t.shape), method=method,
+                    backend=chosen, n_tokens=int(hess.n_tokens[name]), base_loss=base,
+                    loss=float(res["loss"]), rel_loss=rel(float(res["loss"])),
+                    loss_gd=float(res["loss_gd"]), rel_loss_gd=rel(float(res["loss_gd"])),
+                    time=float(res["time"]), time_gd=float(res["time_gd"]),
+                    refine_steps=int(refine_steps), info=res["info"])
+                set_weight(mod, res["W"])
+                if out is not None:
+                    if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
+                        _create_run(out, settings)  # first finished layer: the run exists now
+                    W_saved = get_weight(mod).to("cpu").clone()
+                    W_nogd = res["W_nogd"].to(device="cpu", dtype=W_saved.dtype) \
+                        if refine_steps > 0 else None
+                    _save_layer(out, rec, W_saved, W_nogd)
+                records.append(rec)
+                bar.update(1)
+                bar.set_postfix(layer=name.rsplit(".", 3)[-3:][0] if "." in name else name,
+                                rel=f"{rec.rel_loss_gd:.4f}")
+    finally:
+        bar.close()
+    order = {n: i for i, n in enumerate(layers)}
+    records.sort(key=lambda r: order[r.name])
+    result = ModelPruneResult(records=records, settings=settings, out=out)
+    if out is not None:
+        if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
+            _create_run(out, settings)  # every layer was reloaded or nothing to save yet
+        _write_json(os.path.join(out, "report.json"), result.to_json())
+
+        def write_md(p):
+            with open(p, "w") as fh:
+                fh.write(result.to_markdown())
+        _atomic_write(os.path.join(out, "report.md"), write_md)
+    return result
+
+
+def _open_run(out, settings, layers, resume):
+    """Create the run folder or check a previous run's settings; return its finished layers."""
+    path = os.path.join(out, _SETTINGS_FILE)
+    if os.path.exists(path):
+        with open(path) as fh:
+            saved = json.load(fh)
+        if not resume:
+            raise ValueError(f"out={out!r} already holds a run; pass resume=True to continue it "
+                             "or choose another folder")
+        current = json.loads(json.dumps(settings, default=float))
+        diff = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+        if diff:
+            raise ValueError(f"cannot resume the run in {out!r}: its settings differ in {diff} "
+                             f"(saved {[saved.get(k) for k in diff]}, "
+                             f"now {[current.get(k) for k in diff]})")
+    else:
+        return {}  # created with the first finished layer: a failed start leaves nothing
+    done = {}
+    for name in layers:
+        got = _load_layer(out, name)
+        if got is not None:
+            done[name] = got
+    return done
+
+
+def _create_run(out, settings):
+    os.makedirs(os.path.join(out, _LAYER_DIR), exist_ok=True)
+    _write_json(os.path.join(out, _SETTINGS_FILE), settings)
+
+
+def load_pruned(model, out, *, variant="gd", modules=None) -> list:
+    """Load the pruned weights of a finished run folder into ``model`` (in place).
+
+    ``variant="gd"`` loads the final weights, ``"nogd"`` the weights before the masked
+    gradient steps (saved when ``refine_steps > 0``). Returns the loaded layer names. In a
+    sequential run the "nogd" weights of a block were computed with inputs from the
+    "gd"-pruned earlier blocks.
+    """
+    if variant not in ("gd", "nogd"):
+        raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
+    with open(os.path.join(out, _SETTINGS_FILE)) as fh:
+        saved = json.load(fh)
+    layers = find_layers(model, saved["layers"] if modules is None else modules)
+    names = []
+    for name, mod in layers.items():
+        got = _load_layer(out, name)
+        if got is None:
+            raise ValueError(f"layer {name!r} is not finished in the run {out!r}")
+        _, tensors = got
+        key = "W_nogd" if variant == "nogd" and "W_nogd" in tensors else "W"
+        set_weight(mod, tensors[key])
+        names.append(name)
+    return names

@@ -1,0 +1,208 @@
+"""prune_model: whole-model pruning through the core, sequential Hessians, resume, bad input."""
+
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_tiny_batches, make_tiny_bert
+
+import sparseopt
+from sparseopt.patterns import NM
+from sparseopt_torch import find_layers, get_weight
+from sparseopt_torch.hessians import collect_hessians
+from sparseopt_torch.prune import load_pruned, prune_model
+
+NM24 = NM(2, 4)
+
+
+def _is_24(W):
+    return NM24.satisfied(W.detach().cpu().numpy())
+
+
+@pytest.mark.parametrize("method", ["magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs"])
+def test_every_method_gives_24_layers_and_consistent_records(method):
+    model = make_tiny_bert()
+    batches = make_tiny_batches()
+    opts = {"prox": {"max_iter": 200}, "maiht": {"iters": 10, "refine_iters": 5}}.get(method, {})
+    res = prune_model(model, batches, method=method, refine_steps=20, options=opts,
+                      progress=False)
+    layers = find_layers(model)
+    assert [r.name for r in res.records] == list(layers)
+    for r in res.records:
+        assert _is_24(get_weight(layers[r.name]))
+        assert 0.0 <= r.rel_loss <= 1.0 + 1e-9
+        # masked GD with step 1/L never increases the loss
+        assert r.rel_loss_gd <= r.rel_loss * (1 + 1e-6) + 1e-12
+        assert r.n_tokens == sum(int(b["attention_mask"].sum()) for b in batches)
+    assert res.total("rel_loss_gd") <= res.total("rel_loss") + 1e-9
+    md = res.to_markdown()
+    assert md.count("\n| encoder.layer.") == len(layers)
+
+
+def test_independent_layers_equal_the_core_on_dense_hessians():
+    model = make_tiny_bert()
+    dense = copy.deepcopy(model)
+    batches = make_tiny_batches()
+    hess = collect_hessians(dense, batches, progress=False)
+    res = prune_model(model, batches, method="sparsegpt", refine_steps=7, progress=False)
+    layers, dense_layers = find_layers(model), find_layers(dense)
+    for rec in res.records:
+        W_star = get_weight(dense_layers[rec.name]).numpy()
+        H = hess.numpy(rec.name)
+        core = sparseopt.prune(W_star, H, method="sparsegpt")
+        W_gd = sparseopt.layer.masked_gd(core.W, W_star, H, core.mask, 7)
+        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), W_gd)
+        assert rec.loss == pytest.approx(core.loss, rel=1e-12)
+        assert rec.loss_gd == pytest.approx(sparseopt.layer.layer_loss(W_gd, W_star, H),
+                                            rel=1e-12)
+
+
+def test_sequential_hessians_come_from_the_pruned_earlier_blocks():
+    batches = make_tiny_batches()
+    model = make_tiny_bert()
+    res = prune_model(model, batches, method="magnitude", sequential=True, progress=False)
+    # reference: prune block 0 by hand, then take block 1's Hessians on that model
+    ref = make_tiny_bert()
+    for name, mod in find_layers(ref).items():
+        if name.startswith("encoder.layer.0."):
+            W = get_weight(mod)
+            W.copy_(torch.from_numpy(NM24.project(W.numpy())))
+    hess_seq = collect_hessians(ref, batches, modules=r"encoder\.layer\.1\.", progress=False)
+    hess_dense = collect_hessians(make_tiny_bert(), batches, modules=r"encoder\.layer\.1\.",
+                                  progress=False)
+    for rec in res.records:
+        if rec.block != "encoder.layer.1":
+            continue
+        W_star = get_weight(find_layers(make_tiny_bert())[rec.name]).numpy()
+        base_seq = float(np.sum((W_star @ hess_seq.numpy(rec.name)) * W_star))
+        base_dense = float(np.sum((W_star @ hess_dense.numpy(rec.name)) * W_star))
+        assert rec.base_loss == pytest.approx(base_seq, rel=1e-10)
+        assert abs(base_seq - base_dense) > 1e-6 * base_dense  # the inputs did change
+
+
+class _Interrupted(Exception):
+    """Stands for a crash or Ctrl-C in the middle of a run."""
+
+
+def test_resume_after_an_interruption_loses_nothing(tmp_path, monkeypatch):
+    batches = make_tiny_batches()
+    full = make_tiny_bert()
+    ref = prune_model(full, batches, method="wanda", refine_steps=5, progress=False)
+
+    import sparseopt_torch.prune as mod
+
+    calls = []
+    resumed = False
+    real = mod.core_prune
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5 and not resumed:
+            raise _Interrupted("simulated interruption")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mod, "core_prune", flaky)
+    out = str(tmp_path / "run")
+    with pytest.raises(_Interrupted):
+        prune_model(make_tiny_bert(), batches, method="wanda", refine_steps=5, out=out,
+                    progress=False)
+    saved = sorted(f for f in os.listdir(os.path.join(out, "layers")) if f.endswith(".json"))
+    assert len(saved) == 4
+    assert not any(f.endswith(".tmp") for f in os.listdir(os.path.join(out, "layers")))
+    assert not os.path.exists(os.path.join(out, "report.json"))
+
+    calls.clear()
+    resumed = True
+    model = make_tiny_bert()
+    res = prune_model(model, batches, method="wanda", refine_steps=5, out=out, progress=False)
+    assert len(calls) == 12 - 4  # only the unfinished layers were pruned again
+    for (name, a), b in zip(find_layers(model).items(), find_layers(full).values()):
+        torch.testing.assert_close(get_weight(a), get_weight(b), rtol=0, atol=0)
+    assert [r.rel_loss_gd for r in res.records] == [r.rel_loss_gd for r in ref.records]
+    report = json.load(open(os.path.join(out, "report.json")))
+    assert len(report["layers"]) == 12
+
+    # load_pruned restores both variants into a fresh dense model
+    fresh = make_tiny_bert()
+    load_pruned(fresh, out, variant="gd")
+    for a, b in zip(find_layers(fresh).values(), find_layers(full).values()):
+        torch.testing.assert_close(get_weight(a), get_weight(b), rtol=0, atol=0)
+    load_pruned(fresh, out, variant="nogd")
+    for a in find_layers(fresh).values():
+        assert _is_24(get_weight(a))
+
+
+def test_resume_with_other_settings_is_refused_and_writes_nothing(tmp_path):
+    batches = make_tiny_batches()
+    out = str(tmp_path / "run")
+    prune_model(make_tiny_bert(), batches, method="magnitude", out=out, progress=False)
+    before = sorted(os.listdir(os.path.join(out, "layers")))
+    stamp = os.path.getmtime(os.path.join(out, "run.json"))
+    with pytest.raises(ValueError, match="refine_steps"):
+        prune_model(make_tiny_bert(), batches, method="magnitude", refine_steps=3, out=out,
+                    progress=False)
+    with pytest.raises(ValueError, match="calibration_sha256"):
+        prune_model(make_tiny_bert(), batches[:2], method="magnitude", out=out, progress=False)
+    with pytest.raises(ValueError, match="dense_weights_sha256"):
+        prune_model(make_tiny_bert(seed=1), batches, method="magnitude", out=out,
+                    progress=False)
+    with pytest.raises(ValueError, match="resume=True"):
+        prune_model(make_tiny_bert(), batches, method="magnitude", out=out, resume=False,
+                    progress=False)
+    assert sorted(os.listdir(os.path.join(out, "layers"))) == before
+    assert os.path.getmtime(os.path.join(out, "run.json")) == stamp
+
+
+def _mlp(d_in=8, hidden=6):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, 4)).double()
+
+
+def test_bad_input_is_refused_clearly(tmp_path):
+    model = _mlp()
+    x = [torch.randn(5, 8, dtype=torch.float64)]
+    with pytest.raises(ValueError, match="calibration is empty"):
+        prune_model(model, [], method="magnitude", progress=False)
+    with pytest.raises(ValueError, match="no nn.Linear"):
+        prune_model(model, x, modules="nothing_matches", progress=False)
+    with pytest.raises(ValueError, match="not divisible by m = 4"):
+        prune_model(model, x, method="magnitude", progress=False)  # layer 2 has d_in 6
+    with pytest.raises(ValueError, match="method"):
+        prune_model(model, x, method="obs", progress=False)
+    with pytest.raises(ValueError, match="refine_steps"):
+        prune_model(model, x, refine_steps=-1, progress=False)
+    with pytest.raises(ValueError, match="backend"):
+        prune_model(model, x, method="magnitude", modules=["0"], backend="cuda",
+                    progress=False)
+    W2 = get_weight(model[2]).clone()
+    with pytest.warns(UserWarning, match="left dense"):
+        res = prune_model(model, x, method="magnitude", on_indivisible="skip", progress=False)
+    assert [r.name for r in res.records] == ["0"]
+    assert _is_24(get_weight(model[0]))
+    torch.testing.assert_close(get_weight(model[2]), W2, rtol=0, atol=0)
+    # NaN activations: an error, and no layer file is written
+    out = str(tmp_path / "nan")
+    bad = [torch.full((3, 8), float("nan"), dtype=torch.float64)]
+    with pytest.raises(ValueError, match="(?i)nan|finite"):
+        prune_model(_mlp(), bad, modules=["0"], method="magnitude", out=out, progress=False)
+    assert not os.path.exists(out)
+
+
+def test_minilm_every_layer_pruned_to_24(minilm):
+    from sparseopt_torch.data import token_batches
+
+    body = copy.deepcopy(minilm[0].auto_model)
+    sentences = ["The quick brown fox jumps over the lazy dog.",
+                 "Singular values of a matrix are non-negative.",
+                 "Return the indices that would sort an array.",
+                 "Compute the eigenvalues of a Hermitian matrix."]
+    batches = token_batches(minilm.tokenizer, sentences, batch_size=2, max_length=24)
+    res = prune_model(body, batches, method="wanda", refine_steps=3, progress=False)
+    assert len(res.records) == 36
+    for name, mod in find_layers(body).items():
+        assert _is_24(get_weight(mod)), name
+    assert all(0 < r.rel_loss_gd <= r.rel_loss < 1 for r in res.records)
