@@ -266,15 +266,7 @@ def save_dense(model, path) -> str:
 
 def _targets(model, modules) -> dict:
     """``{state-dict key of the weight: (layer name, module)}`` of the targeted layers."""
-    params = {id(p): k for k, p in model.named_parameters(remove_duplicate=False)}
-    out = {}
-    for lname, mod in find_layers(model, modules).items():
-        key = params.get(id(mod.weight))
-        if key is None:
-            raise ValueError(f"the weight of layer {lname!r} is not a parameter of the model")
-        # a weight shared by two targeted layers is packed once
-        out.setdefault(key, (lname, mod))
-    return out
+    return {f"{lname}.weight": (lname, mod) for lname, mod in find_layers(model, modules).items()}
 
 
 @torch.no_grad()
@@ -399,6 +391,8 @@ def load_packed(path, *, device="cpu") -> "OrderedDict[str, torch.Tensor]":
                 meta = json.loads(metadata[_META_KEY])
                 fmt, version = meta["format"], meta["version"]
                 keys, weights = list(meta["keys"]), dict(meta["weights"])
+                if not all(isinstance(v, dict) for v in weights.values()):
+                    raise TypeError("weights entries must be objects")
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path!r}: corrupted packed 2:4 metadata ({exc})") from None
             if fmt != PACKED_FORMAT or version != PACKED_VERSION:

@@ -276,6 +276,9 @@ def test_save_packed_non_24_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError, match="no nn.Linear"):
         save_packed(model, tmp_path / "m.safetensors", modules="no_such_layer")
+    with pytest.raises(ValueError, match="'other' .* is not in the state dict"):
+        save_packed(model, tmp_path / "m.safetensors", modules={"other": torch.nn.Linear(8, 4)})
+    assert os.listdir(tmp_path) == []
 
 
 def test_load_packed_rejects_foreign_and_corrupted_files(tmp_path):
@@ -314,6 +317,8 @@ def test_load_packed_rejects_foreign_and_corrupted_files(tmp_path):
     with pytest.raises(ValueError, match="corrupted packed 2:4 metadata"):
         load_packed(bad_meta)
     key = "encoder.layer.1.output.dense.weight"
+    with pytest.raises(ValueError, match="corrupted packed 2:4 metadata"):
+        load_packed(rewrite("entry.safetensors", weights={**meta["weights"], key: "oops"}))
     fewer = {k: v for k, v in tensors.items() if k != key + ".positions"}
     with pytest.raises(ValueError, match="do not match the metadata"):
         load_packed(rewrite("missing.safetensors", tensors=fewer))
