@@ -490,7 +490,6 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
     from torch.sparse import to_sparse_semi_structured
 
     converted, report = {}, {}
-    g = torch.Generator(device="cuda")
     for name, mod in layers.items():
         W = mod.weight.detach()
         pack_24(W, name=name)  # validates 2:4 (ValueError naming the layer)
@@ -501,7 +500,7 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
                                f"shape {tuple(W.shape)} ({exc})") from exc
         report[name] = {}
         if check:
-            g.manual_seed(seed)
+            g = torch.Generator(device=W.device).manual_seed(seed)
             x = torch.randn(batch, W.shape[1], generator=g, device=W.device, dtype=W.dtype)
             dense = nn.functional.linear(x, W).float()
             sparse = nn.functional.linear(x, Ws).float()
