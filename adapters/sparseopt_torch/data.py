@@ -16,7 +16,6 @@ import inspect
 import io
 import pkgutil
 import re
-import sys
 import warnings
 from collections.abc import Sequence
 from contextlib import redirect_stderr, redirect_stdout

@@ -169,7 +169,7 @@ def fidelity(emb, emb_dense, *, k=10) -> dict:
         ``mean_cosine``: mean over sentences of cos(emb_i, dense_i).
         ``spearman``: Spearman rank correlation between the upper triangles (i < j) of the
         pairwise cosine-similarity matrices of ``emb`` and of ``emb_dense``.
-        ``knn_agreement``: mean over sentences of \\|N_k(i) ∩ N_k^dense(i)\\| / k, where
+        ``knn_agreement``: mean over sentences of #(N_k(i) ∩ N_k^dense(i)) / k, where
         N_k(i) are the k other sentences most cosine-similar to sentence i (i excluded).
         All three are 1 for identical embeddings.
 
