@@ -10,6 +10,7 @@ from .evaluate import embed, fidelity, load_minilm
 from .export import load_packed, pack_24, save_dense, save_packed, to_semi_structured, unpack_24
 from .hessians import Hessians, collect_hessians
 from .layers import block_of, find_layers, get_weight, set_weight
+from .proxsparse import ProxSparseResult, apply_masks, embedding_distance_loss, proxsparse
 
 __all__ = ["find_layers", "get_weight", "set_weight", "block_of", "collect_hessians", "Hessians"]
 
@@ -17,3 +18,4 @@ __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
             "to_semi_structured"]
 __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "load_minilm",
             "embed", "fidelity"]
+__all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
