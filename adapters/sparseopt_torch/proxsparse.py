@@ -459,6 +459,7 @@ def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
 
     Small layers are concatenated into calls of at least ``chunk`` groups: the batched kernel
     costs a fixed number of tensor operations per ALM sweep, whatever the number of groups.
+    bfloat16/float16 weights are proxed in float32 and rounded back to their dtype.
     """
     pending, size = [], 0
     for i, W in enumerate(Ws):
@@ -467,7 +468,9 @@ def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
         if size >= chunk or i == len(Ws) - 1:
             flat = torch.cat([P.reshape(-1, 4) for P in pending]) if len(pending) > 1 \
                 else pending[0].reshape(-1, 4)
-            out = prox24(flat, lam)
+            # the kernel computes in float64 and takes float32/64: half types go via float32
+            out = prox24(flat if flat.dtype in (torch.float32, torch.float64) else flat.float(),
+                         lam)
             start = 0
             for P in pending:
                 n = P.numel() // 4

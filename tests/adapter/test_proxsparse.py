@@ -413,3 +413,19 @@ def test_minilm_embedding_distance_and_learned_masks(minilm):
         got = float(loss_fn(pruned, batches[1]))
     want = float((2 - 2 * torch.nn.functional.cosine_similarity(e, e0)).mean())
     assert got > 0 and got == pytest.approx(want, rel=1e-4)
+
+
+def test_bfloat16_weights_keep_their_dtype():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    net = net.to(torch.bfloat16)
+    X = torch.randn(32, 16, dtype=torch.bfloat16)
+    Y = torch.randn(32, 4, dtype=torch.bfloat16)
+    before = snapshot(net)
+    res = proxsparse(net, [(X, Y)], lambda m, b: (m(b[0]) - b[1]).float().square().mean(),
+                     lam1=2.0, lam2=0.1, lr=1e-2, steps=5, keep_weights=True, progress=False)
+    assert_same_state(net, before)
+    for name, W in res.weights.items():
+        assert W.dtype == torch.bfloat16
+        assert res.masks[name].reshape(-1, 4).sum(dim=1).eq(2).all()
+    assert 0 < res.history["frac_24"][0] < res.history["frac_24"][-1]
