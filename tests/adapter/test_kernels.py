@@ -6,14 +6,34 @@ import numpy as np
 import pytest
 import torch
 
+from sparseopt.layer.loss import masked_gd
+from sparseopt.layer.prox import prox_prune
+from sparseopt.layer.sparsegpt import sparsegpt_prune
+from sparseopt.patterns import NM
 from sparseopt.prox import prox_nm
 from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import prox_objective
-from sparseopt_torch.kernels import prox24
+from sparseopt_torch.kernels import masked_gd_torch, prox24, prox_prune_torch, sparsegpt_torch
 
 # the inputs of tests/test_prox_alm_tied.py (prox24-kubler Fig. 1)
 FIG1 = [[1.6, 1.1, 0.8, 0.5], [1.6, 1.11, 1.1, 1.09], [1.6, 1.59, 1.58, 1.09],
         [1.6, 1.59, 1.58, 1.57], [1.4, 1.1, 1.0, 0.7]]
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny matmuls and parallel kernels with 2 threads cost milliseconds per call on a
+    loaded 2-core machine (thread barriers): the small tests run single-threaded."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    n_torch, n_numba = torch.get_num_threads(), numba.get_num_threads()
+    torch.set_num_threads(1)
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        yield
+    torch.set_num_threads(n_torch)
+    numba.set_num_threads(n_numba)
+
 
 TOL = {np.float64: dict(obj=1e-10, w=1e-8), np.float32: dict(obj=1e-5, w=1e-5)}
 
@@ -151,3 +171,166 @@ def test_prox24_info_and_max_iter_warning():
 def test_prox24_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         prox24(**kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# layer kernels
+# --------------------------------------------------------------------------------------
+
+
+def _layer(d_out, d_in, dtype, seed, *, dead=()):
+    """W* and a PSD H = X X' / n with uneven input scales (and optional dead inputs)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((d_in, 3 * d_in)) * rng.uniform(0.2, 3.0, (d_in, 1))
+    X[list(dead)] = 0.0
+    H = X @ X.T / X.shape[1]
+    W = rng.standard_normal((d_out, d_in)).astype(dtype)
+    return W, H
+
+
+def _t(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+PRUNE_TOL = {np.float64: 1e-10, np.float32: 2e-4}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(rescale=False, lam0=0.05), dict(lam_tilde=0.02, beta=1.05)],
+)
+def test_prox_prune_torch_matches_core(dtype, kwargs):
+    W, H = _layer(8, 32, dtype, seed=1, dead=(5,))
+    Wn, mn, hn, infn = prox_prune(W, H, NM(2, 4), **kwargs)
+    Wt, mt, ht, inft = prox_prune_torch(_t(W), _t(H), **kwargs)
+    assert Wt.dtype == _t(W).dtype and mt.dtype == torch.bool
+    assert inft["nit"] == infn["nit"] and inft["nit"] > 1
+    assert set(inft) == set(infn) and set(ht) == set(hn)
+    for key in ("stop_reason", "projected", "rescale", "prox_method", "beta"):
+        assert inft[key] == infn[key], key
+    np.testing.assert_allclose(inft["eta"], infn["eta"], rtol=1e-9)
+    np.testing.assert_allclose(inft["lam0"], infn["lam0"], rtol=1e-6)
+    np.testing.assert_array_equal(mt.numpy(), mn)
+    tol = PRUNE_TOL[dtype]
+    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=tol, atol=tol * np.abs(W).max())
+    np.testing.assert_allclose(ht["lam"], hn["lam"], rtol=1e-6)
+    np.testing.assert_array_equal(ht["nm_fraction"], hn["nm_fraction"])
+    np.testing.assert_allclose(ht["loss"], hn["loss"], rtol=tol, atol=tol * hn["loss"].max())
+    assert ht["loss"].shape == ht["lam"].shape == ht["time"].shape
+    # the result is 2:4 and the mask holds exactly two entries per group
+    assert NM(2, 4).satisfied(Wt.numpy())
+    assert np.all(mt.numpy().reshape(-1, 4).sum(axis=1) == 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_prox_prune_torch_projection_after_max_iter(dtype):
+    W, H = _layer(8, 16, dtype, seed=2)
+    Wn, mn, hn, infn = prox_prune(W, H, NM(2, 4), max_iter=3)
+    Wt, mt, ht, inft = prox_prune_torch(_t(W), _t(H), max_iter=3)
+    assert inft["projected"] and infn["projected"] and inft["nit"] == 3
+    assert inft["stop_reason"] == infn["stop_reason"]
+    np.testing.assert_array_equal(mt.numpy(), mn)
+    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=PRUNE_TOL[dtype], atol=PRUNE_TOL[dtype])
+    # max_iter = 0: no iteration, the rescaled W* diag(H)^{1/2} is projected
+    Wt0, mt0, ht0, inf0 = prox_prune_torch(_t(W), _t(H), max_iter=0)
+    assert inf0["nit"] == 0 and ht0["loss"].size == 0
+    s = np.sqrt(np.diag(H)).astype(dtype)
+    np.testing.assert_array_equal(mt0.numpy(), NM(2, 4).mask(W * s))
+    np.testing.assert_allclose(Wt0.numpy(), np.where(mt0.numpy(), W, 0), rtol=1e-6)
+
+
+def test_prox_prune_torch_already_sparse_and_inputs_untouched():
+    W, H = _layer(4, 8, np.float64, seed=3)
+    Ws = NM(2, 4).project(W)
+    Wt, mt, ht, inft = prox_prune_torch(_t(Ws), _t(H))
+    assert inft["nit"] == 0 and inft["stop_reason"] == "W is N:M"
+    np.testing.assert_array_equal(mt.numpy(), NM(2, 4).mask(Ws))
+    np.testing.assert_array_equal(Wt.numpy(), prox_prune(Ws, H, NM(2, 4))[0])
+    Wc, Hc = _t(W), _t(H)
+    W0, H0 = Wc.clone(), Hc.clone()
+    prox_prune_torch(Wc, Hc)
+    assert torch.equal(Wc, W0) and torch.equal(Hc, H0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("step", [None, 0.01])
+def test_masked_gd_torch_matches_core(dtype, step):
+    W, H = _layer(8, 32, dtype, seed=4, dead=(0,))
+    mask = NM(2, 4).mask(np.random.default_rng(0).standard_normal(W.shape))
+    W0 = np.where(mask, W, 0).astype(dtype) + 0.1
+    Wn = masked_gd(W0, W, H, mask, 40, step)
+    Wt = masked_gd_torch(_t(W0), _t(W), _t(H), _t(mask), 40, step)
+    assert Wt.dtype == _t(W0).dtype
+    assert not np.any(Wt.numpy()[~mask])
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=tol, atol=tol)
+    # steps = 0: W masked, unchanged
+    np.testing.assert_array_equal(masked_gd_torch(_t(W0), _t(W), _t(H), _t(mask), 0).numpy(),
+                                  np.where(mask, W0, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n, m, blocksize, d_in", [(2, 4, 16, 64), (2, 4, 128, 256),
+                                                    (1, 4, 8, 32), (4, 8, 16, 48)])
+def test_sparsegpt_torch_matches_core(dtype, n, m, blocksize, d_in):
+    W, H = _layer(24, d_in, dtype, seed=5, dead=(3, 17))
+    Wn, mn, _, _ = sparsegpt_prune(W, H, NM(n, m), blocksize=blocksize)
+    Wt, mt = sparsegpt_torch(_t(W), _t(H), n=n, m=m, blocksize=blocksize)
+    assert Wt.dtype == _t(W).dtype
+    np.testing.assert_array_equal(mt.numpy(), mn)
+    tol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=tol, atol=tol * np.abs(W).max())
+    assert NM(n, m).satisfied(Wt.numpy())
+    assert not np.any(Wt.numpy()[:, [3, 17]])  # dead inputs are zero
+
+
+@pytest.mark.parametrize(
+    "fn, kwargs, match",
+    [
+        (prox_prune_torch, dict(W=np.ones((4, 8)), H=torch.eye(8)), "W must be a torch.Tensor"),
+        (prox_prune_torch, dict(W=torch.ones((4, 6)), H=torch.eye(6)), "d_in divisible by m"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(4)), "H has shape"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive semidef"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), beta=1.0), "beta must"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=0.1, lam_tilde=0.1),
+         "either lam0 or lam_tilde"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=-1.0), "lam0 must"),
+        (prox_prune_torch, dict(W=torch.zeros((4, 8)), H=torch.eye(8), lam_tilde=0.1),
+         "mean\\|W\\*\\| > 0"),
+        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), max_iter=-1),
+         "max_iter must be >= 0"),
+        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 4)), H=torch.eye(8),
+                               mask=torch.ones((4, 8), dtype=torch.bool), steps=1), "W_star has"),
+        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
+                               mask=torch.ones((4, 8)), steps=1), "mask must be a boolean"),
+        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
+                               mask=torch.ones((4, 8), dtype=torch.bool), steps=-1), "steps must"),
+        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
+                               mask=torch.ones((4, 8), dtype=torch.bool), steps=1, step=0.0),
+         "step must"),
+        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), blocksize=6), "blocksize"),
+        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), n=4, m=4), "n must satisfy"),
+        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive definite"),
+        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.full((8, 8), float("nan"))),
+         "H contains NaN"),
+    ],
+)
+def test_layer_kernels_bad_input(fn, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fn(**kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_kernels_run_on_cuda_like_on_cpu():
+    W, H = _layer(16, 64, np.float32, seed=6)
+    y = torch.from_numpy(np.random.default_rng(0).standard_normal((64, 64)))
+    np.testing.assert_allclose(prox24(y.cuda(), 0.3).cpu().numpy(), prox24(y, 0.3).numpy(),
+                               atol=1e-10)
+    Wc, mc, _, infc = prox_prune_torch(_t(W).cuda(), _t(H).cuda())
+    Wp, mp, _, infp = prox_prune_torch(_t(W), _t(H))
+    assert Wc.device.type == "cuda" and infc["nit"] == infp["nit"]
+    assert float((mc.cpu() != mp).float().mean()) < 0.01
+    Ws, ms = sparsegpt_torch(_t(W).cuda(), _t(H).cuda(), blocksize=16)
+    assert Ws.device.type == "cuda" and torch.equal(ms.cpu(), sparsegpt_torch(_t(W), _t(H),
+                                                                             blocksize=16)[1])
