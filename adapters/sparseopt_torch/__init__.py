@@ -9,6 +9,7 @@ from .data import calibration_eval_split, docstring_sentences, token_batches
 from .evaluate import embed, fidelity, load_minilm
 from .export import load_packed, pack_24, save_dense, save_packed, to_semi_structured, unpack_24
 from .hessians import Hessians, collect_hessians
+from .kernels import masked_gd_torch, prox24, prox_prune_torch, sparsegpt_torch
 from .layers import block_of, find_layers, get_weight, set_weight
 from .proxsparse import ProxSparseResult, apply_masks, embedding_distance_loss, proxsparse
 
@@ -19,3 +20,4 @@ __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
 __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "load_minilm",
             "embed", "fidelity"]
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
+__all__ += ["prox24", "prox_prune_torch", "masked_gd_torch", "sparsegpt_torch"]

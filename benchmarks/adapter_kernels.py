@@ -1,0 +1,159 @@
+"""torch kernels of the adapter vs the NumPy/Numba core, on CPU, measured in the same run.
+
+Usage::
+
+    python benchmarks/adapter_kernels.py                  # 4M-cell prox, 1536x384 and 4096x4096
+    python benchmarks/adapter_kernels.py --quick          # 256K-cell prox and 256x128 only
+    python benchmarks/adapter_kernels.py --threads 1      # torch, Numba and BLAS on one thread
+
+Figures printed (no absolute time is asserted anywhere; ratios compare two timings of the same
+run, interleaved, best of ``--repeats`` after a warm-up):
+
+1. The 2:4 prox of a (cells / 4096, 4096) float32 array of N(0, 1) entries at each lambda of
+   ``--lams``: ``sparseopt_torch.kernels.prox24`` vs ``sparseopt.prox.prox_nm(y, lam, 2, 4,
+   method="alm")``, and the ratio torch / core.
+2. One prox-gradient iteration of prox24-kubler Alg. 2 (gradient step eq. 4 on the rescaled
+   problem, then the 2:4 prox) for every ``d_out x d_in`` of ``--sizes`` (W* = randn float32,
+   H from ``sparseopt.demo.layer.correlated_hessian``), at the first iterate W = W*: torch
+   (``W @ H`` in torch + ``prox24``) vs the core (NumPy ``@`` + ``prox_nm``), with the split
+   into product and prox, and the ratio torch / core.
+
+Whether the torch kernels pay off on CPU is read off the ratios (below 1: torch faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from sparseopt.demo.layer import correlated_hessian
+from sparseopt.layer.loss import gamma_max
+from sparseopt.layer.prox import rescale_wanda
+from sparseopt.prox import prox_nm
+from sparseopt_torch.kernels import prox24
+
+
+def parse_size(text):
+    try:
+        a, b = text.lower().split("x")
+        return int(a), int(b)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must look like 1536x384, got {text!r}") from None
+
+
+def best_times(fns, repeats):
+    """Minimum wall time of each function over ``repeats`` interleaved rounds (after one
+    warm-up round), so that both sides see the same machine load."""
+    for fn in fns:
+        fn()
+    best = [np.inf] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def bench_prox(cells, lams, repeats):
+    rng = np.random.default_rng(0)
+    cols = 4096 if cells >= 4096 else 4 * max(1, cells // 4)
+    y = rng.standard_normal((cells // cols, cols)).astype(np.float32)
+    yt = torch.from_numpy(y)
+    print(f"[1] 2:4 prox of {y.shape[0]}x{y.shape[1]} float32 ({y.size:,} cells)", flush=True)
+    rows = []
+    for lam in lams:
+        # agreement first: a timing of a wrong result is worthless
+        err = float(np.max(np.abs(prox24(yt, lam).numpy() - prox_nm(y, lam, 2, 4))))
+        t_torch, t_core = best_times([lambda: prox24(yt, lam),
+                                      lambda: prox_nm(y, lam, 2, 4, method="alm")], repeats)
+        print(f"    lam={lam:<6g} torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
+              f"torch/core {t_torch / t_core:6.2f}   max|diff| {err:.1e}", flush=True)
+        rows.append((lam, t_torch, t_core))
+    return rows
+
+
+def bench_iteration(d_out, d_in, lams, repeats):
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((d_out, d_in)).astype(np.float32)
+    H = correlated_hessian(d_in, seed=2)
+    Wt, Ht, _ = rescale_wanda(W, H)  # as prox_prune does
+    eta = 1.0 / (2.0 * gamma_max(Ht))
+    Hd = Ht.astype(np.float32)
+    GS = Wt @ Hd
+    Wt_t, Hd_t, GS_t = torch.from_numpy(Wt), torch.from_numpy(Hd), torch.from_numpy(GS)
+    two_eta = np.float32(2.0 * eta)
+    print(f"[2] prox-gradient iteration at {d_out}x{d_in} (float32, first iterate W = W*)",
+          flush=True)
+
+    def step_core():
+        R = Wt @ Hd
+        R -= GS
+        R *= -two_eta
+        R += Wt
+        return R
+
+    def step_torch():
+        R = Wt_t @ Hd_t
+        R -= GS_t
+        R *= -float(two_eta)
+        R += Wt_t
+        return R
+
+    Y, Y_t = step_core(), step_torch()
+    t_mm_torch, t_mm_core = best_times([step_torch, step_core], repeats)
+    rows = []
+    for lam in lams:
+        t_px_torch, t_px_core = best_times([lambda: prox24(Y_t, lam),
+                                            lambda: prox_nm(Y, lam, 2, 4, method="alm")],
+                                           repeats)
+        it_torch, it_core = t_mm_torch + t_px_torch, t_mm_core + t_px_core
+        print(f"    lam={lam:<6g} torch {it_torch * 1e3:9.1f} ms (step {t_mm_torch * 1e3:.1f} + "
+              f"prox {t_px_torch * 1e3:.1f})   core {it_core * 1e3:9.1f} ms (step "
+              f"{t_mm_core * 1e3:.1f} + prox {t_px_core * 1e3:.1f})   torch/core "
+              f"{it_torch / it_core:6.2f}", flush=True)
+        rows.append((lam, it_torch, it_core))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--prox-cells", type=int, default=4 * 1024 * 1024,
+                   help="cells of the prox benchmark (default 4M)")
+    p.add_argument("--sizes", type=parse_size, nargs="+",
+                   default=[(1536, 384), (4096, 4096)], help="layers d_out x d_in")
+    p.add_argument("--lams", type=float, nargs="+", default=[0.01, 0.2, 2.0],
+                   help="lambdas (prox24-kubler's schedule starts at 0.01; 0.2 and 2.0 are "
+                        "lambda_k at k ~ 300 and ~ 530)")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of torch, Numba and BLAS (default: their defaults)")
+    p.add_argument("--quick", action="store_true", help="256K cells and 256x128 only")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.prox_cells, args.sizes = 256 * 1024, [(256, 128)]
+    if args.threads is not None:
+        import numba
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(args.threads)
+        numba.set_num_threads(args.threads)
+        threadpool_limits(args.threads)
+    import numba
+
+    print(f"torch {torch.__version__}, device cpu, torch threads {torch.get_num_threads()}, "
+          f"numba threads {numba.get_num_threads()}, os.cpu_count() {os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    bench_prox(args.prox_cells, args.lams, args.repeats)
+    for d_out, d_in in args.sizes:
+        bench_iteration(d_out, d_in, args.lams, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
