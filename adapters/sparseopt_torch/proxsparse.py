@@ -80,9 +80,8 @@ def mask_24(W: torch.Tensor) -> torch.Tensor:
 
     Notes
     -----
-    No sort: the rank of entry i in its group is the number of entries j that come before it,
-    i.e. |w_j| > |w_i|, or |w_j| == |w_i| and j < i; an entry is kept when its rank is < 2.
-    This is exactly a stable descending sort's top 2.
+    The first two indices of a stable descending sort of |w| per group (torch's
+    ``stable=True`` keeps equal values in index order), as ``sparseopt.patterns`` does.
     """
     if not torch.is_tensor(W) or not W.is_floating_point():
         raise ValueError("W must be a floating-point tensor")
@@ -91,11 +90,14 @@ def mask_24(W: torch.Tensor) -> torch.Tensor:
                          "multiple of 4")
     if not torch.isfinite(W).all():
         raise ValueError("W contains NaN or Inf")
-    a = W.abs().reshape(-1, 4)
-    ai, aj = a.unsqueeze(2), a.unsqueeze(1)  # [g, i, j] compares entry j with entry i
-    before = torch.tril(torch.ones(4, 4, dtype=torch.bool, device=W.device), diagonal=-1)
-    rank = ((aj > ai) | ((aj == ai) & before)).sum(dim=2)
-    return (rank < 2).reshape(W.shape)
+    return _top2(W.abs().reshape(-1, 4)).reshape(W.shape)
+
+
+def _top2(a: torch.Tensor) -> torch.Tensor:
+    """Rows of ``a`` (G, 4) of magnitudes -> bool (G, 4): the top 2 of a stable descending
+    sort (equal values keep their order, so ties go to the lower index)."""
+    top = torch.sort(a, dim=1, descending=True, stable=True).indices[:, :2]
+    return torch.zeros(a.shape, dtype=torch.bool, device=a.device).scatter_(1, top, True)
 
 
 def reg_w0(W: torch.Tensor, W0: torch.Tensor, eps: float) -> torch.Tensor:
@@ -184,10 +186,22 @@ def _lr_factor(k: int, steps: int, n_warm: int, schedule: str) -> float:
 
 
 def _r24_sum(W: torch.Tensor) -> float:
-    """Sum over groups of r_{2:4}(w) = e_3(|w|) (prox24-kubler eq. 6), in float64."""
-    a = _groups(W).abs().double()
+    """Sum over groups of r_{2:4}(w) = e_3(|w|) (prox24-kubler eq. 6), summed in float64."""
+    return _r24_of(_groups(W).abs())
+
+
+def _r24_of(a: torch.Tensor) -> float:
     return float((a[:, 0] * a[:, 1] * (a[:, 2] + a[:, 3])
-                  + a[:, 2] * a[:, 3] * (a[:, 0] + a[:, 1])).sum())
+                  + a[:, 2] * a[:, 3] * (a[:, 0] + a[:, 1])).sum(dtype=torch.float64))
+
+
+def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
+    """(groups with <= 2 nonzeros, groups whose top-2 mask differs from ``mask0``, r_{2:4}
+    summed over groups) of the (d_out, d_in) weight ``W``: one pass over |W|."""
+    a = _groups(W).abs()
+    n_24 = int(((a != 0).sum(dim=1) <= 2).sum())
+    changed = int((_top2(a) != mask0.reshape(-1, 4)).any(dim=1).sum())
+    return n_24, changed, _r24_of(a)
 
 
 def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
@@ -412,9 +426,10 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                         _prox_layers([get_weight(layers[n]) for n in names], lam, prox24)
                     for n in names:
                         W = get_weight(layers[n])
-                        frac += int(((_groups(W) != 0).sum(dim=1) <= 2).sum())
-                        changed += int((mask_24(W) != mask0[n]).reshape(-1, 4).any(dim=1).sum())
-                        r24 += _r24_sum(W)
+                        n_24, n_changed, r24_n = _group_stats(W, mask0[n])
+                        frac += n_24
+                        changed += n_changed
+                        r24 += r24_n
                 sched.step()
                 loss_v, reg_v = float(loss.detach()), float(reg.detach())
                 hist["loss"].append(loss_v)

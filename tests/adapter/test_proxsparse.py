@@ -97,6 +97,9 @@ def test_mask_24_matches_core_nm_mask_with_ties_zeros_signs():
         want = NM(2, 4).mask(W.astype(ndtype))
         np.testing.assert_array_equal(got, want)
         assert got.reshape(-1, 4).sum(axis=1).tolist() == [2] * (W.size // 4)
+    # many ties: entries drawn from {-2, ..., 2}
+    T = rng.integers(-2, 3, size=(200, 8)).astype(np.float64)
+    np.testing.assert_array_equal(mask_24(torch.tensor(T)).numpy(), NM(2, 4).mask(T))
 
 
 def test_mask_24_bad_input():
