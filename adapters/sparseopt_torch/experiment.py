@@ -31,9 +31,10 @@ ALL_METHODS = ("magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs")
 _CONFIG_FILE = "experiment.json"
 
 #: Modest per-method settings for a 2-core demo (the paper's settings are the defaults of
-#: sparseopt.prune; prox here grows lambda faster: beta 1.03 instead of 1.01).
+#: sparseopt.prune; prox here grows lambda faster: beta 1.05 instead of 1.01, which on
+#: MiniLM layers takes ~200 instead of ~900 iterations for a ~20% higher local loss).
 DEMO_OPTIONS = {
-    "prox": {"beta": 1.03},
+    "prox": {"beta": 1.05},
     "maiht": {"iters": 30, "refine_iters": 20},
     "iobs": {"rounds": 2, "gd_steps": 5},
 }

@@ -214,6 +214,26 @@ def _prune_layer_numpy(W_t, H_np, method, pattern, refine_steps, options):
     return out
 
 
+def _apply_mask_numpy(W_t, H_np, mask, refine_steps):
+    """Given-mask "method" (e.g. masks learned by ProxSparse): W = W* o M, then +GD."""
+    W_star = to_numpy(W_t)
+    M = to_numpy(torch.as_tensor(mask)).astype(bool)
+    if M.shape != W_star.shape:
+        raise ValueError(f"masks: shape {M.shape} does not match the weight {W_star.shape}")
+    W = np.where(M, W_star, np.zeros((), W_star.dtype))
+    out = {"W_nogd": W, "loss": layer_loss(W, W_star, H_np), "time": 0.0, "info": {}}
+    if refine_steps > 0:
+        t0 = time.perf_counter()
+        W_gd = masked_gd(W, W_star, H_np, M, int(refine_steps))
+        out.update(W=W_gd, time_gd=time.perf_counter() - t0,
+                   loss_gd=layer_loss(W_gd, W_star, H_np))
+    else:
+        out.update(W=W, loss_gd=out["loss"], time_gd=0.0)
+    out["W"] = torch.from_numpy(np.ascontiguousarray(out["W"]))
+    out["W_nogd"] = torch.from_numpy(np.ascontiguousarray(out["W_nogd"]))
+    return out
+
+
 def _torch_loss(W, W_star, H) -> float:
     D = (W - W_star).to(torch.float64)
     return float(((D @ H.to(device=D.device, dtype=torch.float64)) * D).sum())
@@ -253,8 +273,8 @@ def _prune_layer_torch(W_t, H_t, method, pattern, refine_steps, options):
 
 
 def _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    if method not in METHODS and method != "masks":
+        raise ValueError(f"method must be one of {sorted(METHODS)} or 'masks', got {method!r}")
     if not isinstance(pattern, (NM, TopK)):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
     if isinstance(refine_steps, bool) or not isinstance(refine_steps, (int, np.integer)) \
@@ -288,7 +308,8 @@ def _select_layers(model, modules, pattern, on_indivisible):
 
 
 def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
-                sequential=False, modules=None, options=None, forward=None, out=None,
+                sequential=False, modules=None, options=None, masks=None, forward=None,
+                out=None,
                 resume=True, on_indivisible="error", backend="auto",
                 hessian_dtype=torch.float64, progress=None) -> ModelPruneResult:
     """Prune every selected linear layer of ``model`` in place, one layer problem at a time.
@@ -301,8 +322,9 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         Model inputs (dicts of tensors such as tokenizer output, or tensors), fed by
         ``forward(model, batch)`` (default as in ``collect_hessians``). Padding tokens
         (``attention_mask == 0``) are not data.
-    method : {"prox", "magnitude", "wanda", "sparsegpt", "maiht", "iobs"}
-        Core method of :func:`sparseopt.prune`.
+    method : {"prox", "magnitude", "wanda", "sparsegpt", "maiht", "iobs", "masks"}
+        Core method of :func:`sparseopt.prune`, or ``"masks"``: keep W* on given ``masks``
+        (e.g. learned end to end by :func:`~sparseopt_torch.proxsparse.proxsparse`).
     pattern : NM or TopK, default NM(2, 4)
         Pattern along each weight row (the input dimension).
     refine_steps : int, default 0
@@ -316,6 +338,9 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         Which layers (see :func:`~sparseopt_torch.layers.find_layers`).
     options : dict, optional
         Options of the method (e.g. ``{"max_iter": 300}`` for prox).
+    masks : dict, optional
+        ``{layer name: bool (d_out, d_in) tensor}`` for ``method="masks"`` (required there,
+        refused otherwise); ``modules`` defaults to its keys.
     out : str, optional
         Run folder. Settings go to ``run.json``, each finished layer to ``layers/<name>.*``,
         the report to ``report.json`` and ``report.md``. Every file is written atomically,
@@ -341,7 +366,15 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     options = dict(options or {})
     calibration = list(calibration)
     _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend)
+    if (method == "masks") != (masks is not None):
+        raise ValueError("masks must be given exactly when method='masks'")
+    if masks is not None and modules is None:
+        modules = list(masks)
     layers = _select_layers(model, modules, pattern, on_indivisible)
+    if masks is not None:
+        missing = [n for n in layers if n not in masks]
+        if missing:
+            raise ValueError(f"masks has no mask for layer(s) {missing}")
     settings = {
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
         "sequential": bool(sequential), "options": options, "backend": backend,
@@ -349,6 +382,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         "calibration_sha256": _fingerprint_batches(calibration),
         "dense_weights_sha256": _fingerprint_weights(layers),
     }
+    if masks is not None:
+        settings["masks_sha256"] = _fingerprint_batches([{n: masks[n] for n in layers}])
     done = {}
     if out is not None:
         done = _open_run(out, settings, layers, resume)
@@ -388,7 +423,10 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 mod = layers[name]
                 W_t = get_weight(mod)
                 chosen = _choose_backend(backend, method, W_t)
-                if chosen == "torch":
+                if method == "masks":
+                    chosen = "numpy"
+                    res = _apply_mask_numpy(W_t, hess.numpy(name), masks[name], refine_steps)
+                elif chosen == "torch":
                     res = _prune_layer_torch(W_t, hess.H[name], method, pattern, refine_steps,
                                              options)
                 else:

@@ -206,3 +206,26 @@ def test_minilm_every_layer_pruned_to_24(minilm):
     for name, mod in find_layers(body).items():
         assert _is_24(get_weight(mod)), name
     assert all(0 < r.rel_loss_gd <= r.rel_loss < 1 for r in res.records)
+
+
+def test_given_masks_keep_the_dense_weights_on_the_mask_then_gd():
+    batches = make_tiny_batches()
+    dense = make_tiny_bert()
+    masks = {n: torch.from_numpy(NM24.mask(get_weight(m).numpy()))
+             for n, m in find_layers(dense).items()}
+    model = make_tiny_bert()
+    res = prune_model(model, batches, method="masks", masks=masks, progress=False)
+    ref = make_tiny_bert()
+    prune_model(ref, batches, method="magnitude", progress=False)
+    for a, b in zip(find_layers(model).values(), find_layers(ref).values()):
+        torch.testing.assert_close(get_weight(a), get_weight(b), rtol=0, atol=0)
+    res_gd = prune_model(make_tiny_bert(), batches, method="masks", masks=masks,
+                         refine_steps=10, progress=False)
+    assert res_gd.total("rel_loss_gd") < res.total("rel_loss")
+    with pytest.raises(ValueError, match="masks"):
+        prune_model(make_tiny_bert(), batches, method="masks", progress=False)
+    with pytest.raises(ValueError, match="masks"):
+        prune_model(make_tiny_bert(), batches, method="wanda", masks=masks, progress=False)
+    with pytest.raises(ValueError, match="no mask for layer"):
+        prune_model(make_tiny_bert(), batches, method="masks", modules=list(masks) + [],
+                    masks={k: v for k, v in list(masks.items())[1:]}, progress=False)
