@@ -22,12 +22,15 @@ from sparseopt.patterns import NM
 
 from .data import calibration_eval_split, token_batches
 from .evaluate import embed, fidelity, load_minilm
+from .layers import find_layers
 from .prune import load_pruned, prune_model
 
-__all__ = ["ExperimentConfig", "prune_runs", "evaluate_runs", "ALL_METHODS",
-           "DEMO_OPTIONS"]
+__all__ = ["ExperimentConfig", "prune_runs", "proxsparse_run", "evaluate_runs", "ALL_METHODS",
+           "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
 
 ALL_METHODS = ("magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs")
+#: Run folders evaluate_runs looks for, in table order ("proxsparse": end-to-end masks).
+_RUNS = ALL_METHODS + ("proxsparse",)
 _CONFIG_FILE = "experiment.json"
 
 #: Modest per-method settings for a 2-core demo (the paper's settings are the defaults of
@@ -116,6 +119,54 @@ def prune_runs(out, methods=ALL_METHODS, config=None, *, options=None, model=Non
     return results
 
 
+#: Modest ProxSparse settings for the demo (proxsparse-liu Alg. 1; see proxsparse_run).
+DEMO_PROXSPARSE = {"steps": 60, "lam1": 2.0, "lam2": 0.0, "lr": 1e-4, "warmup": 0.1}
+
+
+def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True):
+    """ProxSparse (proxsparse-liu Alg. 1) on MiniLM: learn 2:4 masks end to end, then keep the
+    dense weights on them (no weight update) and record local losses (and +GD) like the
+    layer-wise methods, in ``out/proxsparse/``.
+
+    The end-to-end loss is the squared distance between the trained model's sentence
+    embeddings and the dense model's on the calibration sentences
+    (:func:`~sparseopt_torch.proxsparse.embedding_distance_loss`). ``settings`` are keyword
+    arguments of :func:`~sparseopt_torch.proxsparse.proxsparse` (default
+    :data:`DEMO_PROXSPARSE`). Returns (ModelPruneResult, ProxSparseResult).
+    """
+    from .proxsparse import embedding_distance_loss, proxsparse
+
+    config = ExperimentConfig.make() if config is None else config
+    settings = dict(DEMO_PROXSPARSE if settings is None else settings)
+    _save_config(out, config)
+    st = load_minilm("cpu") if model is None else model
+    body = st[0].auto_model
+    calib, _ = calibration_eval_split(config["n_calib"], config["n_eval"], seed=config["seed"])
+    batches = token_batches(st.tokenizer, calib, batch_size=config["batch_size"],
+                            max_length=config["max_length"])
+    layers = find_layers(body)
+    learned = proxsparse(st, batches, embedding_distance_loss(st), modules=layers,
+                         progress=progress, **settings)
+    if progress:
+        print(f"[proxsparse] {settings}: final fraction of 2:4 groups "
+              f"{learned.info['frac_24']:.4f}, masks differing from magnitude "
+              f"{learned.info['mask_vs_magnitude']:.4f}", flush=True)
+    dense = copy.deepcopy(body.state_dict())
+    try:
+        res = prune_model(body, batches, method="masks", masks=learned.masks,
+                          refine_steps=config["refine_steps"], sequential=config["sequential"],
+                          options={"proxsparse": settings}, out=os.path.join(out, "proxsparse"),
+                          progress=progress)
+    finally:
+        body.load_state_dict(dense)
+    info = {k: v for k, v in learned.info.items() if isinstance(v, (int, float, str, bool))}
+    with open(os.path.join(out, "proxsparse", "proxsparse.json"), "w") as fh:
+        json.dump({"settings": settings, "info": info,
+                   "loss": [float(x) for x in learned.history["loss"]],
+                   "frac_24": [float(x) for x in learned.history["frac_24"]]}, fh, indent=1)
+    return res, learned
+
+
 def evaluate_runs(out, *, model=None, k=10, progress=True) -> list:
     """Fidelity of every finished run in ``out`` on the held-out sentences; writes
     ``comparison.json``, ``comparison.md`` and ``fig4_per_layer.png``; returns the rows."""
@@ -128,7 +179,7 @@ def evaluate_runs(out, *, model=None, k=10, progress=True) -> list:
     rows = []
     try:
         emb_dense = embed(st, held_out)
-        for method in ALL_METHODS:
+        for method in _RUNS:
             run = os.path.join(out, method)
             report = os.path.join(run, "report.json")
             if not os.path.exists(report):
@@ -143,6 +194,10 @@ def evaluate_runs(out, *, model=None, k=10, progress=True) -> list:
                 load_pruned(body, run, variant=variant)
                 fid = fidelity(embed(st, held_out), emb_dense, k=k)
                 t = rep["totals"]["time"] + (rep["totals"]["time_gd"] if variant == "gd" else 0)
+                learned = os.path.join(run, "proxsparse.json")
+                if os.path.exists(learned):  # end-to-end training time of the masks
+                    with open(learned) as fh:
+                        t += float(json.load(fh)["info"]["time"])
                 rows.append({"method": label, "rel_loss_sum": rep["totals"][loss_key],
                              "time": t, **{key: float(v) for key, v in fid.items()},
                              "per_layer": {r["name"]: r[loss_key] for r in rep["layers"]}})
