@@ -18,6 +18,10 @@ run, interleaved, best of ``--repeats`` after a warm-up):
    (``W @ H`` in torch + ``prox24``) vs the core (NumPy ``@`` + ``prox_nm``), with the split
    into product and prox, and the ratio torch / core.
 
+3. For the same layers: SparseGPT (``sparsegpt_torch`` vs ``sparsegpt_prune``, 2:4, blocksize
+   128) and ``--gd-steps`` masked gradient steps (``masked_gd_torch`` vs the core's
+   ``_masked_gd``, eq. 5), with the ratio torch / core.
+
 Whether the torch kernels pay off on CPU is read off the ratios (below 1: torch faster).
 """
 
@@ -121,6 +125,33 @@ def bench_iteration(d_out, d_in, lams, repeats):
     return rows
 
 
+def bench_layer_methods(d_out, d_in, gd_steps, repeats):
+    from sparseopt.layer.loss import _masked_gd
+    from sparseopt.layer.sparsegpt import sparsegpt_prune
+    from sparseopt.patterns import NM
+    from sparseopt_torch.kernels import masked_gd_torch, sparsegpt_torch
+
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((d_out, d_in)).astype(np.float32)
+    H = correlated_hessian(d_in, seed=4)
+    Wt, Ht = torch.from_numpy(W), torch.from_numpy(H)
+    print(f"[3] SparseGPT and {gd_steps} masked GD steps at {d_out}x{d_in} (float32)", flush=True)
+    m_core = sparsegpt_prune(W, H, NM(2, 4))[1]
+    m_torch = sparsegpt_torch(Wt, Ht)[1].numpy()
+    t_torch, t_core = best_times([lambda: sparsegpt_torch(Wt, Ht),
+                                  lambda: sparsegpt_prune(W, H, NM(2, 4))], repeats)
+    print(f"    sparsegpt  torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
+          f"torch/core {t_torch / t_core:6.2f}   masks equal on {np.mean(m_core == m_torch):.4%}",
+          flush=True)
+    step = 1.0 / (2.0 * gamma_max(H))
+    mask_t = torch.from_numpy(m_core)
+    t_torch, t_core = best_times(
+        [lambda: masked_gd_torch(Wt, Wt, Ht, mask_t, gd_steps, step),
+         lambda: _masked_gd(W, W, H, m_core, gd_steps, step)], repeats)
+    print(f"    masked GD  torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
+          f"torch/core {t_torch / t_core:6.2f}", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--prox-cells", type=int, default=4 * 1024 * 1024,
@@ -131,6 +162,7 @@ def main(argv=None):
                    help="lambdas (prox24-kubler's schedule starts at 0.01; 0.2 and 2.0 are "
                         "lambda_k at k ~ 300 and ~ 530)")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--gd-steps", type=int, default=5, help="masked GD steps timed in [3]")
     p.add_argument("--threads", type=int, default=None,
                    help="threads of torch, Numba and BLAS (default: their defaults)")
     p.add_argument("--quick", action="store_true", help="256K cells and 256x128 only")
@@ -152,6 +184,8 @@ def main(argv=None):
     bench_prox(args.prox_cells, args.lams, args.repeats)
     for d_out, d_in in args.sizes:
         bench_iteration(d_out, d_in, args.lams, args.repeats)
+    for d_out, d_in in args.sizes:
+        bench_layer_methods(d_out, d_in, args.gd_steps, args.repeats)
     return 0
 
 

@@ -133,6 +133,9 @@ def test_prox24_edge_cases():
     w3 = prox24(y3, 0.4)
     assert w3.shape == y3.shape and torch.equal(y3, before)
     np.testing.assert_allclose(w3.numpy(), prox_nm(y3.numpy(), 0.4), atol=1e-12)
+    # a non-contiguous view
+    yt = torch.from_numpy(rng.standard_normal((8, 12))).T
+    np.testing.assert_allclose(prox24(yt, 0.4).numpy(), prox_nm(yt.numpy(), 0.4), atol=1e-12)
     # empty input
     assert prox24(torch.zeros((0, 4)), 1.0).shape == (0, 4)
     # requires_grad input (a Parameter): no graph, no error
