@@ -350,6 +350,8 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
         raise ValueError(f"eps must be a positive finite number, got {eps!r}")
     if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
         raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
     steps = int(steps)
     batches = list(batches)
     if not batches:
@@ -480,7 +482,9 @@ def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
     for i, W in enumerate(Ws):
         pending.append(W)
         size += W.numel() // 4
-        if size >= chunk or i == len(Ws) - 1:
+        nxt = Ws[i + 1] if i + 1 < len(Ws) else None
+        # a model spread over devices (or dtypes) is proxed one device/dtype run at a time
+        if nxt is None or size >= chunk or (nxt.device, nxt.dtype) != (W.device, W.dtype):
             flat = torch.cat([P.reshape(-1, 4) for P in pending]) if len(pending) > 1 \
                 else pending[0].reshape(-1, 4)
             # the kernel computes in float64 and takes float32/64: half types go via float32

@@ -348,6 +348,7 @@ def test_interrupted_run_restores_the_model(tiny_bert, tiny_batches, teacher_tar
     (dict(weight_decay=-1.0), "weight_decay"),
     (dict(schedule="cosine"), "schedule"),
     (dict(modules="no_such_layer"), "modules"),
+    (dict(seed=0.5), "seed"),
 ])
 def test_bad_arguments(tiny_bert, tiny_batches, bad, match):
     kw = dict(lam1=1.0, lam2=0.0, lr=1e-3, steps=2, progress=False)
@@ -432,3 +433,19 @@ def test_bfloat16_weights_keep_their_dtype():
         assert W.dtype == torch.bfloat16
         assert res.masks[name].reshape(-1, 4).sum(dim=1).eq(2).all()
     assert 0 < res.history["frac_24"][0] < res.history["frac_24"][-1]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_prox_of_several_layers_in_chunks_equals_prox24_per_layer(chunk):
+    from sparseopt_torch.proxsparse import _prox_layers
+
+    g = torch.Generator().manual_seed(0)
+    Ws = [torch.randn(3, 8, generator=g), torch.randn(5, 4, generator=g),
+          torch.randn(2, 12, generator=g, dtype=torch.float64),
+          torch.randn(4, 8, generator=g).T.contiguous().T]  # a transposed (Conv1D-like) view
+    want = [prox24(W.contiguous(), 0.7) for W in Ws]
+    got = [W.clone() for W in Ws[:3]] + [Ws[3].clone().T.contiguous().T]
+    _prox_layers(got, 0.7, prox24, chunk=chunk)
+    for G, Wt, W in zip(got, want, Ws):
+        assert G.dtype == W.dtype
+        torch.testing.assert_close(G, Wt, rtol=0, atol=0)
