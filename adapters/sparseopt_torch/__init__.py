@@ -21,3 +21,7 @@ __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "l
             "embed", "fidelity"]
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
 __all__ += ["prox24", "prox_prune_torch", "masked_gd_torch", "sparsegpt_torch"]
+
+from .prune import LayerRecord, ModelPruneResult, load_pruned, prune_model  # noqa: E402
+
+__all__ += ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned"]

@@ -258,9 +258,9 @@ def plot_per_layer(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ref = next((r for r in rows if r["method"] == "wanda+GD"), None)
-    if ref is None:
-        ref = next(r for r in rows if r["method"] == "wanda")
+    # the reference of Fig. 4 is wanda+GD; without a wanda run, the first row
+    ref = next((r for r in rows if r["method"] == "wanda+GD"),
+               next((r for r in rows if r["method"] == "wanda"), rows[0]))
     names = list(ref["per_layer"])
     base = np.array([ref["per_layer"][n] for n in names])
     fig, ax = plt.subplots(figsize=(9, 4))

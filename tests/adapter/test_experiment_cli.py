@@ -1,0 +1,61 @@
+"""The MiniLM comparison through the CLI: prune, eval, export (tiny settings)."""
+
+import json
+import os
+
+import pytest
+
+from sparseopt.cli import main
+from sparseopt.patterns import NM
+from sparseopt_torch import find_layers, get_weight, load_packed
+from sparseopt_torch.experiment import ExperimentConfig, evaluate_runs, proxsparse_run
+
+TINY = ["--n-calib", "8", "--n-eval", "24", "--refine-steps", "2", "--max-length", "16",
+        "--batch-size", "8"]
+
+
+def test_prune_eval_export_commands(tmp_path, minilm, capsys):
+    out = str(tmp_path / "cmp")
+    assert main(["prune", out, "--method", "magnitude", "--method", "wanda", *TINY]) == 0
+    for method in ("magnitude", "wanda"):
+        rep = json.load(open(os.path.join(out, method, "report.json")))
+        assert len(rep["layers"]) == 36
+        assert rep["totals"]["rel_loss_gd"] <= rep["totals"]["rel_loss"] + 1e-9
+    assert main(["eval", out]) == 0
+    table = open(os.path.join(out, "comparison.md")).read()
+    for label in ("| magnitude |", "| magnitude+GD |", "| wanda |", "| wanda+GD |"):
+        assert label in table
+    rows = json.load(open(os.path.join(out, "comparison.json")))["rows"]
+    assert all(0 < r["mean_cosine"] <= 1 and -1 <= r["spearman"] <= 1 for r in rows)
+    assert os.path.getsize(os.path.join(out, "fig4_per_layer.png")) > 1000
+    # a rerun with other settings in the same folder is refused
+    with pytest.raises(ValueError, match="other settings"):
+        main(["prune", out, "--method", "wanda", "--n-calib", "9", *TINY[2:]])
+
+    packed = str(tmp_path / "wanda24.safetensors")
+    assert main(["export", os.path.join(out, "wanda"), "--packed", packed]) == 0
+    assert "53.125%" in capsys.readouterr().out  # float32: 2 * (32 + 2) / 128 of dense
+    state = load_packed(packed)
+    body_names = list(find_layers(minilm[0].auto_model))
+    for name in body_names:
+        W = state[name + ".weight"]
+        assert NM(2, 4).satisfied(W.numpy())
+    # the dense model (shared fixture) was left untouched by every command
+    assert not NM(2, 4).satisfied(get_weight(find_layers(minilm[0].auto_model)[body_names[0]])
+                                  .numpy())
+
+
+def test_proxsparse_run_learns_24_masks_and_is_evaluated(tmp_path, minilm):
+    out = str(tmp_path / "cmp")
+    config = ExperimentConfig.make(n_calib=8, n_eval=24, batch_size=8, max_length=16,
+                                   refine_steps=2)
+    res, learned = proxsparse_run(out, config, model=minilm, progress=False,
+                                  settings={"steps": 3, "lam1": 2.0, "lam2": 0.0, "lr": 1e-4})
+    assert len(res.records) == 36
+    for name, mask in learned.masks.items():
+        assert NM(2, 4).satisfied(mask.numpy().astype(float)), name
+    rows = evaluate_runs(out, model=minilm, progress=False)
+    assert [r["method"] for r in rows] == ["proxsparse", "proxsparse+GD"]
+    # the shared dense model is restored after training and evaluation
+    first = get_weight(next(iter(find_layers(minilm[0].auto_model).values())))
+    assert not NM(2, 4).satisfied(first.numpy())
