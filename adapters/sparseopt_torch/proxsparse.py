@@ -207,7 +207,7 @@ def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
 def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                warmup=0.1, schedule="linear", weight_decay=0.0, betas=(0.9, 0.999),
                eps=0.1, prox_lr_scaled=False, shuffle=True, seed=0, keep_weights=False,
-               progress=None) -> ProxSparseResult:
+               backend="auto", progress=None) -> ProxSparseResult:
     """Learn 2:4 masks end to end: proxsparse-liu Alg. 1 with AdamW.
 
     Parameters
@@ -255,6 +255,13 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
         RNG state is restored afterwards.
     keep_weights : bool, default False
         Return the learned weights W_K in ``result.weights`` (costs one copy of them).
+    backend : {"auto", "torch", "numpy"}, default "auto"
+        Who computes the prox: "torch" the batched kernel :func:`~sparseopt_torch.kernels.prox24`
+        on the weights' device, "numpy" the core's Numba EnumALM
+        (:func:`sparseopt.prox.prox_nm`, CPU weights only), "auto" the core for CPU weights and
+        the torch kernel elsewhere. Both run the same algorithm and agree to rounding
+        (tests/adapter/test_kernels.py); on CPU the core is 7-10x faster
+        (benchmarks/adapter_kernels.py).
     progress : bool, optional
         tqdm progress bar (loss, fraction of 2:4 groups, learning rate); None: only when
         stderr is a terminal (tqdm's ``disable=None``).
@@ -329,8 +336,9 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     """
     from tqdm.auto import tqdm
 
-    from .kernels import prox24
-
+    if backend not in ("auto", "torch", "numpy"):
+        raise ValueError(f"backend must be 'auto', 'torch' or 'numpy', got {backend!r}")
+    prox24 = _prox_function(backend)
     if not callable(loss_fn):
         raise ValueError("loss_fn must be callable as loss_fn(model, batch) -> scalar tensor")
     lam1 = _check_nonneg("lam1", lam1)
@@ -469,6 +477,25 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
             "time": time.perf_counter() - t0}
     history = {k: np.asarray(v, dtype=np.float64) for k, v in hist.items()}
     return ProxSparseResult(masks=masks, history=history, info=info, weights=weights)
+
+
+def _core_prox24(Y, lam):
+    """The core's EnumALM on a CPU tensor (float32/float64 kept), as a torch tensor."""
+    from sparseopt.prox import prox_nm
+
+    if Y.device.type != "cpu":
+        raise ValueError(f"backend='numpy' needs CPU weights, got a tensor on {Y.device}")
+    return torch.from_numpy(prox_nm(Y.detach().numpy(), float(lam), 2, 4, method="alm"))
+
+
+def _prox_function(backend):
+    from .kernels import prox24
+
+    if backend == "torch":
+        return prox24
+    if backend == "numpy":
+        return _core_prox24
+    return lambda Y, lam: _core_prox24(Y, lam) if Y.device.type == "cpu" else prox24(Y, lam)
 
 
 def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_batches, make_tiny_bert
+from _models import make_tiny_batches, make_tiny_bert
 from safetensors import safe_open
 from safetensors.torch import save_file
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import make_tiny_batches
+from _models import make_tiny_batches
 
 from sparseopt_torch import collect_hessians, find_layers
 from sparseopt_torch import hessians as hessians_module

@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_batches, make_tiny_bert
+from _models import make_tiny_batches, make_tiny_bert
 
 from sparseopt import NM
 from sparseopt_torch import find_layers, get_weight

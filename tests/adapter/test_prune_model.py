@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import make_tiny_batches, make_tiny_bert
+from _models import make_tiny_batches, make_tiny_bert
 
 import sparseopt
 from sparseopt.patterns import NM

