@@ -207,7 +207,7 @@ def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
 def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                warmup=0.1, schedule="linear", weight_decay=0.0, betas=(0.9, 0.999),
                eps=0.1, prox_lr_scaled=False, shuffle=True, seed=0, keep_weights=False,
-               backend="auto", progress=None) -> ProxSparseResult:
+               backend="auto", record_every=1, progress=None) -> ProxSparseResult:
     """Learn 2:4 masks end to end: proxsparse-liu Alg. 1 with AdamW.
 
     Parameters
@@ -255,6 +255,9 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
         RNG state is restored afterwards.
     keep_weights : bool, default False
         Return the learned weights W_K in ``result.weights`` (costs one copy of them).
+    record_every : int, default 1
+        Record the history every ``record_every`` steps (and at the last step); its
+        statistics take several passes over all targeted weights per recorded step.
     backend : {"auto", "torch", "numpy"}, default "auto"
         Who computes the prox: "torch" the batched kernel :func:`~sparseopt_torch.kernels.prox24`
         on the weights' device, "numpy" the core's Numba EnumALM
@@ -270,7 +273,8 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     -------
     ProxSparseResult
         ``masks`` (the top-2 |w| of the learned weights per group, :func:`mask_24`),
-        ``history`` with one row per step k: ``loss`` (L at W_k, before the step),
+        ``history`` with one row per recorded step k (``step``; every step by default):
+        ``loss`` (L at W_k, before the step),
         ``reg_w0`` (sum over layers of Reg_W0(W_k), without lambda_2), ``objective``
         (loss + lam2 reg_w0 + lam1 r24 of W_k), ``lr`` (eta_k), ``lam`` (the lambda handed
         to the prox), ``r24`` (sum of r_{2:4} over all groups of W_{k+1}, after the prox),
@@ -349,6 +353,9 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps <= 0:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) \
+            or record_every <= 0:
+        raise ValueError(f"record_every must be a positive integer, got {record_every!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, numbers.Real) \
             or not 0 <= warmup <= 1:
         raise ValueError(f"warmup must be a ratio in [0, 1], got {warmup!r}")
@@ -384,7 +391,7 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     device = next(iter(params.values())).device
     grad_flags = {p: p.requires_grad for p in model.parameters()}
 
-    hist = {k: [] for k in ("loss", "reg_w0", "objective", "lr", "lam", "r24", "frac_24",
+    hist = {k: [] for k in ("step", "loss", "reg_w0", "objective", "lr", "lam", "r24", "frac_24",
                             "mask_change", "time")}
     rng_devices = [device] if device.type == "cuda" else []
     t0 = time.perf_counter()
@@ -401,7 +408,6 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                                     weight_decay=weight_decay)
             sched = torch.optim.lr_scheduler.LambdaLR(
                 opt, lambda k: _lr_factor(k, steps, n_warm, schedule))
-            r24_prev = sum(_r24_sum(W) for W in W0.values())
             order = []
             bar = tqdm(range(steps), desc="proxsparse", unit="step",
                        disable=None if progress is None else not progress)
@@ -410,6 +416,11 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                     order = (torch.randperm(len(batches), generator=gen).tolist() if shuffle
                              else list(range(len(batches))))
                 batch = batches[order.pop(0)]
+                # statistics cost several passes over all weights: only on recorded steps
+                record = k % record_every == 0 or k == steps - 1
+                if record:
+                    with torch.no_grad():
+                        r24_prev = sum(_r24_sum(get_weight(layers[n])) for n in names)
                 opt.zero_grad(set_to_none=True)
                 loss = loss_fn(model, batch)
                 if not torch.is_tensor(loss) or loss.numel() != 1:
@@ -422,7 +433,7 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                     reg = sum(reg_w0(params[n], _param_view(layers[n], W0[n]), eps)
                               for n in names)
                     total = total + lam2 * reg
-                else:
+                elif record:
                     with torch.no_grad():
                         reg = sum(reg_w0(params[n].detach(), _param_view(layers[n], W0[n]),
                                          eps) for n in names)
@@ -434,14 +445,17 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                 with torch.no_grad():
                     if lam > 0:
                         _prox_layers([get_weight(layers[n]) for n in names], lam, prox24)
-                    for n in names:
+                    for n in (names if record else ()):
                         W = get_weight(layers[n])
                         n_24, n_changed, r24_n = _group_stats(W, mask0[n])
                         frac += n_24
                         changed += n_changed
                         r24 += r24_n
                 sched.step()
+                if not record:
+                    continue
                 loss_v, reg_v = float(loss.detach()), float(reg.detach())
+                hist["step"].append(k)
                 hist["loss"].append(loss_v)
                 hist["reg_w0"].append(reg_v)
                 hist["objective"].append(loss_v + lam2 * reg_v + lam1 * r24_prev)
@@ -451,7 +465,6 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                 hist["frac_24"].append(frac / n_groups)
                 hist["mask_change"].append(changed / n_groups)
                 hist["time"].append(time.perf_counter() - t0)
-                r24_prev = r24
                 bar.set_postfix(loss=f"{loss_v:.3g}", frac24=f"{frac / n_groups:.3f}",
                                 lr=f"{eta:.2g}")
             bar.close()

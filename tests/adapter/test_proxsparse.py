@@ -449,3 +449,23 @@ def test_prox_of_several_layers_in_chunks_equals_prox24_per_layer(chunk):
     for G, Wt, W in zip(got, want, Ws):
         assert G.dtype == W.dtype
         torch.testing.assert_close(G, Wt, rtol=0, atol=0)
+
+
+def test_record_every_thins_the_history_but_not_the_run(tiny_bert, tiny_batches):
+    def loss_fn(model, batch):
+        return model(**batch).last_hidden_state.pow(2).mean()
+
+    full = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
+                      progress=False)
+    thin = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
+                      record_every=3, progress=False)
+    assert list(thin.history["step"]) == [0, 3, 6]
+    assert list(full.history["step"]) == list(range(7))
+    for key in ("loss", "reg_w0", "objective", "r24", "frac_24"):
+        np.testing.assert_allclose(thin.history[key], full.history[key][[0, 3, 6]],
+                                   rtol=1e-12, err_msg=key)
+    for n in full.masks:
+        assert torch.equal(full.masks[n], thin.masks[n])
+    with pytest.raises(ValueError, match="record_every"):
+        proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.0, lr=1e-2, steps=2,
+                   record_every=0, progress=False)
