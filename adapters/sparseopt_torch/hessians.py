@@ -45,11 +45,15 @@ Cost. The product costs ``n_b d_in^2`` multiply-adds per distinct input (about h
 block triangle), against ``n_b d_in d_out`` for the layer itself. In MiniLM (d = 384, FFN
 1536) one block's six linear layers cost ``n_b (4 + 2 * 4) 384^2 = 12 n_b 384^2``; its four
 distinct inputs (q/k/v shared, attention output, FFN input, FFN hidden of width 1536) cost
-``(3 + 16) n_b 384^2 / 2 = 9.5 n_b 384^2`` even at exactly half, in float64 at half the
-float32 speed: the FFN hidden alone (``d_in = 1536``) costs 4x (2x with a triangle) the
-product of its own layer. The hooks therefore cannot cost much less than a second and third
-forward pass; ``benchmarks/adapter_hooks.py`` measures the ratio (issue 5 asks <= 1.2x,
-not reached on CPU, see the figures quoted in its output).
+``(3 + 16) n_b 384^2 / 2 = 9.5 n_b 384^2`` even at exactly half (about 11 n_b 384^2 with the
+block triangle), in float64: the FFN hidden alone (``d_in = 1536``) costs 4x (2x with a
+triangle) the product of its own layer. The hooks therefore cost about one more forward
+pass; ``benchmarks/adapter_hooks.py`` measures the ratio (issue 5 asks <= 1.2x, not reached
+on CPU). Measured there (8 batches of 16 docstring sentences, 2684 tokens, 2
+shared CPU cores, best of 5, interleaved): plain forward 0.71 s; hooks float64 block
+triangle (default) 1.89x, float64 one full addmm 2.39x, float32 block triangle 1.54x,
+float32 full addmm 1.77x; SciPy syrk was 3.6x to 5x in every run (OpenBLAS/OpenMP thread
+contention), hence not the default.
 """
 
 from __future__ import annotations
