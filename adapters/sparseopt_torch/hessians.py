@@ -49,11 +49,11 @@ distinct inputs (q/k/v shared, attention output, FFN input, FFN hidden of width 
 block triangle), in float64: the FFN hidden alone (``d_in = 1536``) costs 4x (2x with a
 triangle) the product of its own layer. The hooks therefore cost about one more forward
 pass; ``benchmarks/adapter_hooks.py`` measures the ratio (issue 5 asks <= 1.2x, not reached
-on CPU). Measured there (8 batches of 16 docstring sentences, 2684 tokens, 2
-shared CPU cores, best of 5, interleaved): plain forward 0.71 s; hooks float64 block
-triangle (default) 1.89x, float64 one full addmm 2.39x, float32 block triangle 1.54x,
-float32 full addmm 1.77x; SciPy syrk was 3.6x to 5x in every run (OpenBLAS/OpenMP thread
-contention), hence not the default.
+on CPU). Measured there (32 batches of 16 docstring sentences, 11031 tokens, 2 CPU cores
+shared with other jobs, best of 3, interleaved): plain forward 3.06 s; hooks float64 block
+triangle (default) 1.71x, float64 one full addmm 2.18x, float32 block triangle 1.43x,
+float32 full addmm 1.65x; SciPy syrk 6.1x (float64) and 5.5x (float32), slower in every
+run (OpenBLAS and OpenMP thread contention), hence not the default.
 """
 
 from __future__ import annotations
