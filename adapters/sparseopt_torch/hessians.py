@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import nn
 
 from .layers import find_layers, get_weight
 
