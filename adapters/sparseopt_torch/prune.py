@@ -452,7 +452,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                     _save_layer(out, rec, W_saved, W_nogd)
                 records.append(rec)
                 bar.update(1)
-                bar.set_postfix(layer=name.rsplit(".", 3)[-3:][0] if "." in name else name,
+                bar.set_postfix(layer=".".join(name.split(".")[-4:]),
                                 rel=f"{rec.rel_loss_gd:.4f}")
     finally:
         bar.close()
