@@ -120,7 +120,7 @@ def prune_runs(out, methods=ALL_METHODS, config=None, *, options=None, model=Non
 
 
 #: Modest ProxSparse settings for the demo (proxsparse-liu Alg. 1; see proxsparse_run).
-DEMO_PROXSPARSE = {"steps": 40, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
+DEMO_PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
                    "record_every": 10}
 
 

@@ -229,3 +229,20 @@ def test_given_masks_keep_the_dense_weights_on_the_mask_then_gd():
     with pytest.raises(ValueError, match="no mask for layer"):
         prune_model(make_tiny_bert(), batches, method="masks", modules=list(masks) + [],
                     masks={k: v for k, v in list(masks.items())[1:]}, progress=False)
+
+
+def test_conv1d_model_is_pruned_along_its_inputs():
+    """GPT-2's Conv1D stores (d_in, d_out): the 2:4 groups must run along d_in all the same."""
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1,
+                                 n_head=2)).eval()
+    batches = [torch.randint(0, 50, (2, 8)) for _ in range(2)]
+    res = prune_model(model, batches, method="sparsegpt", refine_steps=3, progress=False)
+    layers = find_layers(model)
+    assert len(res.records) == len(layers) == 4
+    for name, mod in layers.items():
+        W = get_weight(mod)  # (d_out, d_in) view of the (d_in, d_out) parameter
+        assert tuple(W.shape) == tuple(mod.weight.shape[::-1])
+        assert _is_24(W), name
