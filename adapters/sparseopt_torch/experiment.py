@@ -269,8 +269,10 @@ def plot_per_layer(rows, path):
         if r is ref:
             continue
         vals = np.array([r["per_layer"][n] for n in names])
+        family = r["method"].removesuffix("+GD")  # one colour per method, solid with +GD
+        color = plt.cm.tab10(_RUNS.index(family) % 10) if family in _RUNS else None
         ax.plot(np.arange(len(names)), vals / base, marker="o", ms=3, lw=1, label=r["method"],
-                ls="-" if r["method"].endswith("+GD") else ":")
+                color=color, ls="-" if r["method"].endswith("+GD") else ":")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("layer (forward order)")
