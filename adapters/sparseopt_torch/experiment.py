@@ -222,7 +222,10 @@ def comparison_markdown(rows, config) -> str:
     lines = [f"MiniLM (all-MiniLM-L6-v2), 2:4 on {len(rows[0]['per_layer'])} linear layers; "
              f"{config['n_calib']} calibration / {config['n_eval']} held-out sentences "
              f"(seed {config['seed']}), {'sequential' if config['sequential'] else 'independent'}"
-             f" Hessians, +GD = {config['refine_steps']} masked gradient steps.", "",
+             f" Hessians, +GD = {config['refine_steps']} masked gradient steps. Local loss: "
+             "Tr((W - W*) H (W - W*)') / Tr(W* H W*') summed over layers. Time: the method "
+             "summed over layers (with its +GD steps; ProxSparse: with its training), "
+             "without collecting the Hessians.", "",
              "| method | sum of rel. local loss | mean cosine | Spearman | kNN@10 | time [s] |",
              "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
