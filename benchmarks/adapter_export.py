@@ -33,15 +33,7 @@ from sparseopt.patterns import NM
 from sparseopt_torch.export import load_packed, save_packed
 from sparseopt_torch.layers import find_layers, get_weight, set_weight, to_numpy
 
-
-def best_time(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best_time  # noqa: E402
 
 
 def main(argv=None):

@@ -41,27 +41,7 @@ from sparseopt.layer.prox import rescale_wanda
 from sparseopt.prox import prox_nm
 from sparseopt_torch.kernels import prox24
 
-
-def parse_size(text):
-    try:
-        a, b = text.lower().split("x")
-        return int(a), int(b)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 1536x384, got {text!r}") from None
-
-
-def best_times(fns, repeats):
-    """Minimum wall time of each function over ``repeats`` interleaved rounds (after one
-    warm-up round), so that both sides see the same machine load."""
-    for fn in fns:
-        fn()
-    best = [np.inf] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+from _timing import best_times, parse_size  # noqa: E402
 
 
 def bench_prox(cells, lams, repeats):

@@ -35,41 +35,10 @@ import numpy as np
 from sparseopt.demo.layer import correlated_hessian
 from sparseopt.layer import METHODS, prune
 
+from _timing import best_time, best_times, parse_size  # noqa: E402
+
 #: Public reference SparseGPT wall times on 2 cores of this machine (given in the task).
 SPARSEGPT_REFERENCE_S = {(1536, 384): 0.18, (4096, 4096): 4.5}
-
-
-def parse_size(text):
-    try:
-        a, b = text.lower().split("x")
-        return int(a), int(b)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 1536x384, got {text!r}") from None
-
-
-def best_time(fn, repeats):
-    """Minimum wall time of ``repeats`` calls of ``fn`` (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def best_times(fns, repeats):
-    """Minimum wall time of each function over ``repeats`` interleaved rounds (after one
-    warm-up round): round r calls every function once, in order."""
-    for fn in fns:
-        fn()
-    best = [np.inf] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def make_layer(d_out, d_in, seed, dtype=np.float32):

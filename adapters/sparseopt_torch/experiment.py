@@ -84,6 +84,15 @@ def _load_config(out):
         return ExperimentConfig(json.load(fh))
 
 
+def _calibration(model, config):
+    """(SentenceTransformer, its BERT body, token batches of the calibration sentences)."""
+    st = load_minilm("cpu") if model is None else model
+    calib, _ = calibration_eval_split(config["n_calib"], config["n_eval"], seed=config["seed"])
+    batches = token_batches(st.tokenizer, calib, batch_size=config["batch_size"],
+                            max_length=config["max_length"])
+    return st, st[0].auto_model, batches
+
+
 def prune_runs(out, methods=ALL_METHODS, config=None, *, options=None, model=None,
                progress=True) -> dict:
     """Prune MiniLM once per method into ``out/<method>/``; return {method: ModelPruneResult}.
@@ -97,11 +106,7 @@ def prune_runs(out, methods=ALL_METHODS, config=None, *, options=None, model=Non
             raise ValueError(f"methods: {method!r} is not one of {sorted(METHODS)}")
     options = DEMO_OPTIONS if options is None else options
     _save_config(out, config)
-    st = load_minilm("cpu") if model is None else model
-    body = st[0].auto_model
-    calib, _ = calibration_eval_split(config["n_calib"], config["n_eval"], seed=config["seed"])
-    batches = token_batches(st.tokenizer, calib, batch_size=config["batch_size"],
-                            max_length=config["max_length"])
+    st, body, batches = _calibration(model, config)
     dense = copy.deepcopy(body.state_dict())
     results = {}
     try:
@@ -140,11 +145,7 @@ def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True
     config = ExperimentConfig.make() if config is None else config
     settings = dict(DEMO_PROXSPARSE if settings is None else settings)
     _save_config(out, config)
-    st = load_minilm("cpu") if model is None else model
-    body = st[0].auto_model
-    calib, _ = calibration_eval_split(config["n_calib"], config["n_eval"], seed=config["seed"])
-    batches = token_batches(st.tokenizer, calib, batch_size=config["batch_size"],
-                            max_length=config["max_length"])
+    st, body, batches = _calibration(model, config)
     layers = find_layers(body)
     learned = proxsparse(st, batches, embedding_distance_loss(st), modules=layers,
                          progress=progress, **settings)
