@@ -246,3 +246,25 @@ def test_conv1d_model_is_pruned_along_its_inputs():
         W = get_weight(mod)  # (d_out, d_in) view of the (d_in, d_out) parameter
         assert tuple(W.shape) == tuple(mod.weight.shape[::-1])
         assert _is_24(W), name
+
+
+@pytest.mark.parametrize("method, options", [("prox", {"max_iter": 300}), ("sparsegpt", {})])
+def test_torch_backend_agrees_with_the_core(method, options):
+    """The path the adapter takes on CUDA (torch kernels), run on CPU: same masks, losses."""
+    batches = make_tiny_batches()
+    ref = make_tiny_bert()
+    res_np = prune_model(ref, batches, method=method, refine_steps=5, options=options,
+                         backend="numpy", progress=False)
+    got = make_tiny_bert()
+    res_t = prune_model(got, batches, method=method, refine_steps=5, options=options,
+                        backend="torch", progress=False)
+    assert all(r.backend == "torch" for r in res_t.records)
+    for a, b in zip(find_layers(got).values(), find_layers(ref).values()):
+        Wa, Wb = get_weight(a), get_weight(b)
+        assert torch.equal(Wa != 0, Wb != 0)
+        torch.testing.assert_close(Wa, Wb, rtol=1e-4, atol=1e-6)
+    for ra, rb in zip(res_t.records, res_np.records):
+        assert ra.rel_loss == pytest.approx(rb.rel_loss, rel=1e-4)
+        assert ra.rel_loss_gd == pytest.approx(rb.rel_loss_gd, rel=1e-4)
+    with pytest.raises(ValueError, match="backend='torch' supports"):
+        prune_model(make_tiny_bert(), batches, method="wanda", backend="torch", progress=False)
