@@ -26,8 +26,11 @@ def _parser():
     prune = sub.add_parser("prune", help="prune MiniLM to 2:4 with one or more methods "
                                          "(resumable runs in OUT/<method>/)")
     prune.add_argument("out", help="comparison folder")
-    prune.add_argument("--method", action="append", choices=METHODS + ("all",),
-                       help="method (repeat for several; default: all)")
+    prune.add_argument("--method", action="append", choices=METHODS + ("proxsparse", "all"),
+                       help="method (repeat for several; default: all, i.e. the six layer-wise "
+                            "methods); proxsparse learns the masks end to end")
+    prune.add_argument("--proxsparse-steps", type=int, default=150,
+                       help="AdamW steps of proxsparse (proxsparse-liu Alg. 1)")
     prune.add_argument("--refine-steps", type=int, default=100,
                        help="masked gradient steps after each method (+GD); 0: none")
     prune.add_argument("--sequential", action="store_true",

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import os
 
-from .experiment import ALL_METHODS, DEMO_OPTIONS, ExperimentConfig, evaluate_runs, prune_runs
+from .experiment import (ALL_METHODS, DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig,
+                         evaluate_runs, proxsparse_run, prune_runs)
 
 __all__ = ["run_prune", "run_eval", "run_export"]
 
 
 def run_prune(args) -> int:
-    methods = args.method or ["all"]
-    methods = list(ALL_METHODS) if "all" in methods else list(dict.fromkeys(methods))
+    chosen = args.method or ["all"]
+    methods = [m for m in ALL_METHODS if "all" in chosen or m in chosen]
+    if "proxsparse" in chosen and args.proxsparse_steps <= 0:
+        raise SystemExit("sparseopt prune: --proxsparse-steps must be a positive integer")
     config = ExperimentConfig.make(n_calib=args.n_calib, n_eval=args.n_eval, seed=args.seed,
                                    batch_size=args.batch_size, max_length=args.max_length,
                                    refine_steps=args.refine_steps, sequential=args.sequential)
     results = prune_runs(args.out, methods, config,
-                         options={} if args.paper_settings else DEMO_OPTIONS)
+                         options={} if args.paper_settings else DEMO_OPTIONS) if methods else {}
+    if "proxsparse" in chosen:
+        settings = {**DEMO_PROXSPARSE, "steps": args.proxsparse_steps}
+        results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings)
     for method, res in results.items():
         print(f"{method:10s} sum rel loss {res.total('rel_loss'):.4f}  +GD "
               f"{res.total('rel_loss_gd'):.4f}  time {res.total('time'):.1f} s  "

@@ -17,13 +17,16 @@ TINY = ["--n-calib", "8", "--n-eval", "24", "--refine-steps", "2", "--max-length
 def test_prune_eval_export_commands(tmp_path, minilm, capsys):
     out = str(tmp_path / "cmp")
     assert main(["prune", out, "--method", "magnitude", "--method", "wanda", *TINY]) == 0
+    assert main(["prune", out, "--method", "proxsparse", "--proxsparse-steps", "2", *TINY]) == 0
+    assert os.path.exists(os.path.join(out, "proxsparse", "proxsparse.json"))
     for method in ("magnitude", "wanda"):
         rep = json.load(open(os.path.join(out, method, "report.json")))
         assert len(rep["layers"]) == 36
         assert rep["totals"]["rel_loss_gd"] <= rep["totals"]["rel_loss"] + 1e-9
     assert main(["eval", out]) == 0
     table = open(os.path.join(out, "comparison.md")).read()
-    for label in ("| magnitude |", "| magnitude+GD |", "| wanda |", "| wanda+GD |"):
+    for label in ("| magnitude |", "| magnitude+GD |", "| wanda |", "| wanda+GD |",
+                  "| proxsparse |", "| proxsparse+GD |"):
         assert label in table
     rows = json.load(open(os.path.join(out, "comparison.json")))["rows"]
     assert all(0 < r["mean_cosine"] <= 1 and -1 <= r["spearman"] <= 1 for r in rows)
