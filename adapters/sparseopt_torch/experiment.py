@@ -188,10 +188,10 @@ def evaluate_runs(out, *, model=None, k=10, progress=True) -> list:
                 continue
             with open(report) as fh:
                 rep = json.load(fh)
-            variants = [("nogd", "rel_loss", "time", method)]
+            variants = [("nogd", "rel_loss", method)]
             if config["refine_steps"] > 0:
-                variants.append(("gd", "rel_loss_gd", "time_gd", f"{method}+GD"))
-            for variant, loss_key, time_key, label in variants:
+                variants.append(("gd", "rel_loss_gd", f"{method}+GD"))
+            for variant, loss_key, label in variants:
                 body.load_state_dict(dense)
                 load_pruned(body, run, variant=variant)
                 fid = fidelity(embed(st, held_out), emb_dense, k=k)

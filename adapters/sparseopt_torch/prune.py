@@ -124,8 +124,9 @@ def _write_json(path, obj):
     _atomic_write(path, write)
 
 
-def _fingerprint_batches(batches) -> str:
-    """SHA-256 of the calibration data (so a resumed run can tell it changed)."""
+def _fingerprint(batches) -> str:
+    """SHA-256 of nested tensors (calibration batches, masks): a resumed run can tell
+    whether its inputs changed."""
     h = hashlib.sha256()
 
     def feed(x):
@@ -199,19 +200,8 @@ def _prune_layer_numpy(W_t, H_np, method, pattern, refine_steps, options):
     """Core method, then (separately timed) masked gradient steps; returns torch tensors."""
     W_star = to_numpy(W_t)
     res = core_prune(W_star, H_np, method=method, pattern=pattern, **options)
-    out = {"W_nogd": res.W, "loss": res.loss, "time": res.time,
-           "info": {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}}
-    if refine_steps > 0:
-        t0 = time.perf_counter()
-        W_gd = masked_gd(res.W, W_star, H_np, res.mask, int(refine_steps))
-        out["time_gd"] = time.perf_counter() - t0
-        out["W"] = W_gd
-        out["loss_gd"] = layer_loss(W_gd, W_star, H_np)
-    else:
-        out.update(W=res.W, loss_gd=res.loss, time_gd=0.0)
-    out["W"] = torch.from_numpy(np.ascontiguousarray(out["W"]))
-    out["W_nogd"] = torch.from_numpy(np.ascontiguousarray(out["W_nogd"]))
-    return out
+    info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
+    return _refine_numpy(res.W, res.mask, res.loss, res.time, info, W_star, H_np, refine_steps)
 
 
 def _apply_mask_numpy(W_t, H_np, mask, refine_steps):
@@ -221,16 +211,22 @@ def _apply_mask_numpy(W_t, H_np, mask, refine_steps):
     if M.shape != W_star.shape:
         raise ValueError(f"masks: shape {M.shape} does not match the weight {W_star.shape}")
     W = np.where(M, W_star, np.zeros((), W_star.dtype))
-    out = {"W_nogd": W, "loss": layer_loss(W, W_star, H_np), "time": 0.0, "info": {}}
+    return _refine_numpy(W, M, layer_loss(W, W_star, H_np), 0.0, {}, W_star, H_np,
+                         refine_steps)
+
+
+def _refine_numpy(W, mask, loss, t_method, info, W_star, H_np, refine_steps):
+    """The "+GD" part shared by the NumPy paths: masked gradient steps (eq. 5), timed
+    separately; returns the record fields with the weights as torch tensors."""
+    out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info,
+           "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
         t0 = time.perf_counter()
-        W_gd = masked_gd(W, W_star, H_np, M, int(refine_steps))
+        W_gd = masked_gd(W, W_star, H_np, mask, int(refine_steps))
         out.update(W=W_gd, time_gd=time.perf_counter() - t0,
                    loss_gd=layer_loss(W_gd, W_star, H_np))
-    else:
-        out.update(W=W, loss_gd=out["loss"], time_gd=0.0)
-    out["W"] = torch.from_numpy(np.ascontiguousarray(out["W"]))
-    out["W_nogd"] = torch.from_numpy(np.ascontiguousarray(out["W_nogd"]))
+    for key in ("W", "W_nogd"):
+        out[key] = torch.from_numpy(np.ascontiguousarray(out[key]))
     return out
 
 
@@ -379,11 +375,11 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
         "sequential": bool(sequential), "options": options, "backend": backend,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
-        "calibration_sha256": _fingerprint_batches(calibration),
+        "calibration_sha256": _fingerprint(calibration),
         "dense_weights_sha256": _fingerprint_weights(layers),
     }
     if masks is not None:
-        settings["masks_sha256"] = _fingerprint_batches([{n: masks[n] for n in layers}])
+        settings["masks_sha256"] = _fingerprint([{n: masks[n] for n in layers}])
     done = {}
     if out is not None:
         done = _open_run(out, settings, layers, resume)
@@ -422,9 +418,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
             for name in todo:
                 mod = layers[name]
                 W_t = get_weight(mod)
-                chosen = _choose_backend(backend, method, W_t)
+                chosen = _choose_backend(backend, method, W_t)  # "numpy" for "masks"
                 if method == "masks":
-                    chosen = "numpy"
                     res = _apply_mask_numpy(W_t, hess.numpy(name), masks[name], refine_steps)
                 elif chosen == "torch":
                     res = _prune_layer_torch(W_t, hess.H[name], method, pattern, refine_steps,
@@ -432,8 +427,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 else:
                     res = _prune_layer_numpy(W_t, hess.numpy(name), method, pattern,
                                              refine_steps, options)
-                H64 = hess.H[name]
-                base = _torch_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t, H64)
+                base = _torch_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t,
+                                   hess.H[name])
                 rel = (lambda x: x / base if base > 0 else (0.0 if x == 0 else float("inf")))
                 rec = LayerRecord(
                     name=name, block=block_of(name), shape=tuple(W_t.shape), method=method,
