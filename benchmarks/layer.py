@@ -8,7 +8,7 @@ Usage::
     python benchmarks/layer.py --quick              # 256x128 only, smoke test
 
 Sizes are ``d_out x d_in``; ``W* = randn(d_out, d_in)`` (float32) and ``H = X X'/n`` from
-correlated Gaussian inputs (``sparseopt.demo.layer.correlated_hessian``: AR(1) correlation
+correlated Gaussian inputs (``sparseopt.problems.correlated_hessian``: AR(1) correlation
 0.5 between neighbouring channels, log-uniform channel scales, n = 2 d_in samples).
 
 Figures printed (all measured in the same run; no absolute time is asserted anywhere):
@@ -32,8 +32,9 @@ import time
 
 import numpy as np
 
-from sparseopt.demo.layer import correlated_hessian
-from sparseopt.layer import METHODS, prune
+from sparseopt.problems import correlated_hessian
+from sparseopt import NM
+from sparseopt.layer import methods, prune
 
 from _timing import best_time, best_times, parse_size  # noqa: E402
 
@@ -58,7 +59,7 @@ def prox_iteration(W_star, H, repeats, lams):
     ``sparseopt.prox.prox_nm(Y, lam, 2, 4, method="alm")``. The prox cost depends on lambda
     and on the iterate; it is timed at the first iterate (W = W*) for every lambda in
     ``lams``. The pruner's per-iteration bookkeeping (loss and N:M fraction, with its own
-    helpers ``_frob_inner`` and ``_nm_fraction``) is timed separately and reported, not
+    helpers ``frob_inner`` and ``NM.satisfied_fraction``) is timed separately and reported, not
     included.
 
     Returns
@@ -67,7 +68,8 @@ def prox_iteration(W_star, H, repeats, lams):
     ``t_prox`` (dict lam -> time), ``t_book``.
     """
     from sparseopt.layer import gamma_max
-    from sparseopt.layer.prox import _frob_inner, _nm_fraction, rescale_wanda
+    from sparseopt.layer.prox import rescale_wanda
+    from sparseopt.linalg import frob_inner as _frob_inner
     from sparseopt.prox import prox_nm
 
     dt = W_star.dtype
@@ -97,7 +99,7 @@ def prox_iteration(W_star, H, repeats, lams):
         print(f"      prox_nm at lam={lam:.3g}: {t_prox[lam] * 1e3:.1f} ms", flush=True)
 
     R = Wk @ Hd - GS  # the loss is read off this residual; its product is part of t_grad
-    t_book = best_time(lambda: (_frob_inner(R, Wk - Wt), _nm_fraction(Y, 2, 4)), repeats)
+    t_book = best_time(lambda: (_frob_inner(R, Wk - Wt), NM(2, 4).satisfied_fraction(Y)), repeats)
     return {"t_matmul": t_mm, "t_grad": t_grad, "t_prox": t_prox, "t_book": t_book}
 
 
@@ -139,7 +141,7 @@ def main(argv=None):
     p.add_argument("--lams", type=float, nargs="+", default=[0.01, 0.2, 2.0],
                    help="lambdas at which prox_nm is timed (the default schedule runs from "
                         "0.01 upward; 0.2 and 2.0 are lambda_k at k ~ 300 and ~ 530)")
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
+    p.add_argument("--methods", nargs="+", default=list(methods()), choices=list(methods()),
                    help="methods of the full table")
     p.add_argument("--threads", type=int, default=None,
                    help="limit BLAS and Numba threads (default: leave as is)")

@@ -16,31 +16,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backend import device, is_numpy, namespace, zero
+from .validation import check_finite
+
 __all__ = ["NM", "TopK", "check_finite"]
 
 
-def check_finite(x: np.ndarray, name: str) -> None:
-    """Raise ValueError naming ``name`` if ``x`` holds NaN or Inf."""
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} contains NaN or Inf")
+def _asarray(x):
+    """NumPy array_like -> ndarray; tensors and arrays pass unchanged."""
+    return x if hasattr(x, "shape") and hasattr(x, "dtype") else np.asarray(x)
 
 
-def _keep_largest(a: np.ndarray, n: int) -> np.ndarray:
+def _keep_largest(a, n: int):
     """Boolean mask keeping the ``n`` largest entries of ``a`` along the last axis.
 
     A stable argsort of ``-a`` puts equal values in index order, so ties go to
-    the smaller index.
+    the smaller index. For NumPy the kept positions are scattered with
+    ``put_along_axis``; the array API has no scatter, so there an entry is kept when its
+    rank (the argsort of the stable order) is below ``n``: the same mask.
     """
+    xp = namespace(a)
     size = a.shape[-1]
-    mask = np.zeros(a.shape, dtype=bool)
-    if n <= 0 or size == 0:
+    if n <= 0 or size == 0 or n >= size:
+        return xp.full(a.shape, n > 0 and size > 0, dtype=xp.bool, device=device(a))
+    if is_numpy(xp):
+        mask = np.zeros(a.shape, dtype=bool)
+        order = np.argsort(-a, axis=-1, kind="stable")[..., :n]
+        np.put_along_axis(mask, order, True, axis=-1)
         return mask
-    if n >= size:
-        mask[...] = True
-        return mask
-    order = np.argsort(-a, axis=-1, kind="stable")[..., :n]
-    np.put_along_axis(mask, order, True, axis=-1)
-    return mask
+    order = xp.argsort(-a, axis=-1, stable=True)
+    rank = xp.argsort(order, axis=-1, stable=True)
+    return rank < n
 
 
 @dataclass(frozen=True)
@@ -71,8 +77,8 @@ class NM:
         if not isinstance(self.n, (int, np.integer)) or not 0 <= self.n <= self.m:
             raise ValueError(f"n must be an integer with 0 <= n <= m={self.m}, got {self.n!r}")
 
-    def _groups(self, x, name="x") -> np.ndarray:
-        x = np.asarray(x)
+    def _groups(self, x, name="x"):
+        x = _asarray(x)
         if x.ndim == 0:
             raise ValueError(f"{name} must have at least one axis")
         if x.shape[-1] % self.m != 0:
@@ -81,32 +87,43 @@ class NM:
             )
         return x.reshape(x.shape[:-1] + (x.shape[-1] // self.m, self.m))
 
-    def mask(self, x) -> np.ndarray:
+    def mask(self, x):
         """Boolean array, True where ``project`` keeps the entry."""
-        x = np.asarray(x)
+        x = _asarray(x)
         check_finite(x, "x")
         g = self._groups(x)
-        return _keep_largest(np.abs(g), self.n).reshape(x.shape)
+        return namespace(x).reshape(_keep_largest(namespace(x).abs(g), self.n), x.shape)
 
     def project(self, x) -> np.ndarray:
         """Euclidean projection onto the pattern: keep the n largest |x| per group.
 
         Returns a new array of the same dtype; ``x`` is not modified.
         """
-        x = np.asarray(x)
-        return np.where(self.mask(x), x, np.zeros((), dtype=x.dtype))
+        x = _asarray(x)
+        return namespace(x).where(self.mask(x), x, zero(x))
 
     def satisfied(self, x) -> bool:
         """True if every group has at most ``n`` nonzeros."""
-        g = self._groups(x)
-        return bool(np.all(np.count_nonzero(g, axis=-1) <= self.n))
+        return self.satisfied_fraction(x) == 1.0
 
-    def max_nonzeros(self, shape) -> int:
-        """Largest number of nonzeros an array of ``shape`` may hold."""
-        size = int(np.prod(shape))
-        if shape[-1] % self.m != 0:
-            raise ValueError(f"last axis {shape[-1]} not divisible by m={self.m}")
-        return size // self.m * self.n
+    def satisfied_fraction(self, x) -> float:
+        """Fraction of the groups with at most ``n`` nonzeros (1.0 for no groups).
+
+        For NumPy, m slice additions of a small int type (~8x faster than count_nonzero
+        along a short last axis: this runs once per prox-gradient iteration).
+        """
+        g = self._groups(x)
+        xp = namespace(g)
+        if 0 in g.shape:
+            return 1.0
+        if is_numpy(xp):
+            nz = (g != 0).view(np.uint8)
+            count = nz[..., 0].astype(np.uint8 if self.m < 256 else np.int32)
+            for t in range(1, self.m):
+                count += nz[..., t]
+            return float(np.mean(count <= self.n))
+        count = xp.sum(xp.astype(g != 0, xp.int32), axis=-1)
+        return float(xp.mean(xp.astype(count <= self.n, xp.float64)))
 
     def __str__(self):
         return f"{self.n}:{self.m}"
@@ -131,28 +148,24 @@ class TopK:
         if not isinstance(self.k, (int, np.integer)) or self.k < 0:
             raise ValueError(f"k must be a non-negative integer, got {self.k!r}")
 
-    def mask(self, x) -> np.ndarray:
+    def mask(self, x):
         """Boolean array, True where ``project`` keeps the entry."""
-        x = np.asarray(x)
+        x = _asarray(x)
         if x.ndim == 0:
             raise ValueError("x must have at least one axis")
         check_finite(x, "x")
-        return _keep_largest(np.abs(x), self.k)
+        return _keep_largest(namespace(x).abs(x), self.k)
 
     def project(self, x) -> np.ndarray:
         """Hard thresholding T_k: keep the k largest |x| per row. Returns a new array."""
-        x = np.asarray(x)
-        return np.where(self.mask(x), x, np.zeros((), dtype=x.dtype))
+        x = _asarray(x)
+        return namespace(x).where(self.mask(x), x, zero(x))
 
     def satisfied(self, x) -> bool:
         """True if every row has at most ``k`` nonzeros."""
-        x = np.asarray(x)
-        return bool(np.all(np.count_nonzero(x, axis=-1) <= self.k))
-
-    def max_nonzeros(self, shape) -> int:
-        """Largest number of nonzeros an array of ``shape`` may hold."""
-        rows = int(np.prod(shape[:-1]))
-        return rows * min(self.k, shape[-1])
+        x = _asarray(x)
+        xp = namespace(x)
+        return bool(xp.all(xp.sum(xp.astype(x != 0, xp.int64), axis=-1) <= self.k))
 
     def __str__(self):
         return f"top-{self.k}"

@@ -1,6 +1,7 @@
 """sparseopt_torch: the PyTorch adapter of sparseopt.
 
-It feeds real layer Hessians to the NumPy core (:mod:`sparseopt.layer`), prunes whole models
+It feeds real layer Hessians to the core (:mod:`sparseopt.layer`, which computes on the
+layer's tensors where they are), contributes the torch kernels for tensors on a GPU, prunes whole models
 layer by layer, learns masks end to end (ProxSparse) and exports 2:4 weights. torch and
 transformers are imported only in this package. See docs/adapter.md.
 """
@@ -9,7 +10,7 @@ from .data import calibration_eval_split, docstring_sentences, token_batches
 from .evaluate import embed, fidelity, load_minilm
 from .export import load_packed, pack_24, save_dense, save_packed, to_semi_structured, unpack_24
 from .hessians import Hessians, collect_hessians
-from .kernels import masked_gd_torch, prox24, prox_prune_torch, sparsegpt_torch
+from .kernels import prox24, sparsegpt_sweep
 from .layers import block_of, find_layers, get_weight, set_weight
 from .proxsparse import ProxSparseResult, apply_masks, embedding_distance_loss, proxsparse
 
@@ -20,7 +21,7 @@ __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
 __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "load_minilm",
             "embed", "fidelity"]
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
-__all__ += ["prox24", "prox_prune_torch", "masked_gd_torch", "sparsegpt_torch"]
+__all__ += ["prox24", "sparsegpt_sweep"]
 
 from .prune import LayerRecord, ModelPruneResult, load_pruned, prune_model  # noqa: E402
 

@@ -1,17 +1,23 @@
-"""torch versions of the core's hot loops: batched, device-agnostic, dtype-preserving.
+"""The torch kernels of sparseopt: the hot loops of the core, batched, for tensors on an
+accelerator.
 
-Every function here runs on the device of its input tensors (CUDA when the model lives there,
-CPU otherwise; nothing is moved with ``.cuda()``) and returns tensors of the input dtype. Each
-mirrors one NumPy/Numba function of the core and is tested against it on CPU
-(tests/adapter/test_kernels.py):
+The core's layer pruners are written once against the array API (``sparseopt.backend``):
+given torch tensors they compute with torch on the tensors' device. Only their hot kernels
+differ per backend; this module registers the torch ones, and the core finds it through the
+``sparseopt.kernels`` entry point (``pyproject.toml``; the core never imports the adapter):
 
-* ``prox24``: the exact 2:4 prox of ``lam * r_{2:4}`` over all groups of 4 along the last
-  dim (EnumALM; core: ``sparseopt.prox.prox_nm(y, lam, 2, 4, method="alm")``).
-* ``prox_prune_torch``: prox24-kubler Alg. 2 for NM(2, 4) (core:
-  ``sparseopt.layer.prox.prox_prune``).
-* ``masked_gd_torch``: masked gradient descent, eq. 5 (core: ``sparseopt.layer.masked_gd``).
-* ``sparsegpt_torch``: the SparseGPT column sweep (core:
-  ``sparseopt.layer.sparsegpt.sparsegpt_prune``).
+* ``"prox_nm"``: :func:`prox24`, the exact 2:4 prox of ``lam * r_{2:4}`` over all groups of
+  4 (EnumALM; NumPy/Numba twin ``sparseopt.prox.prox_nm(y, lam, 2, 4, method="alm")``).
+* ``"sparsegpt_sweep"``: :func:`sparsegpt_sweep`, the OBS sweep inside one block of
+  SparseGPT (twins ``sparseopt.layer.sparsegpt._sweep_block`` and ``_sweep_block_numpy``).
+* ``"inverse_hessian_factor"``, ``"cholesky_ok"``: the damped Cholesky of SparseGPT and the
+  PSD test with ``torch.linalg`` on the device (``sparseopt.linalg``).
+* ``"synchronize"``: waits for queued CUDA work (timings).
+
+CPU tensors use the Numba kernels on NumPy views (7-10x faster there than these,
+docs/benchmarks.md); inside ``sparseopt.backend.device_kernels()`` they take these torch kernels
+instead, which is how the tests check them against the core without a GPU
+(tests/adapter/test_kernels.py).
 
 The EnumALM kernel of the core (``sparseopt.prox.alm._solve_chunk24``) works on one group at
 a time on local scalars. Here the same arithmetic runs on 1-d tensors holding one coordinate
@@ -21,25 +27,20 @@ the working set), so there is no Python loop over groups. The per-group sweep co
 core's (tested), hence so does the result, up to rounding.
 
 Cost (benchmarks/adapter_kernels.py, CPU, 1 thread, loaded 2-core machine): the torch prox
-is 7-10x slower than the Numba kernel on 4M cells and 2.3-18x slower per prox-gradient
-iteration (1536x384, 4096x4096); with 2 OpenMP threads on the loaded machine 25-470x slower.
-Two reasons: every ALM sweep is ~30 elementwise tensor ops plus a face-Newton attempt
-(~150 ops) instead of one fused loop, and a call runs as many Python-level sweeps as its
-slowest group needs (up to ~800 at large lambda), a fixed overhead per call. SparseGPT and
-masked GD are BLAS-bound and about on par (0.8-2.4x). So on CPU the core is the better
-choice at every size; these kernels are for the model's device when it is a GPU.
+is 7-10x slower than the Numba kernel on 4M cells. Two reasons: every ALM sweep is ~30
+elementwise tensor ops plus a face-Newton attempt (~150 ops) instead of one fused loop, and a
+call runs as many Python-level sweeps as its slowest group needs (up to ~800 at large lambda),
+a fixed overhead per call.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import time
 import warnings
 
-import numpy as np
 import torch
 
+from sparseopt.backend import register_kernel
 from sparseopt.prox.alm import (
     _BRACKET,
     _MAX_NEWTON,
@@ -49,49 +50,9 @@ from sparseopt.prox.alm import (
     DEFAULT_MAX_ITER,
     default_tol,
 )
+from sparseopt.validation import check_float_array, check_int, check_real
 
-__all__ = ["prox24", "prox_prune_torch", "masked_gd_torch", "sparsegpt_torch", "gamma_max_torch"]
-
-_FLOATS = (torch.float32, torch.float64)
-
-
-# --------------------------------------------------------------------------------------
-# validation
-# --------------------------------------------------------------------------------------
-
-
-def _check_tensor(x, name, *, ndim=None):
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _FLOATS:
-        raise ValueError(f"{name} must have dtype float32 or float64, got {x.dtype}")
-    if ndim is not None and x.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-d, got shape {tuple(x.shape)}")
-    if x.numel() and not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} contains NaN or Inf")
-    return x
-
-
-def _check_real(value, name, *, positive=False, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        rule = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be finite and {rule}, got {value!r}")
-    return value
-
-
-def _check_int(value, name, *, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
+__all__ = ["prox24", "sparsegpt_sweep"]
 
 
 # --------------------------------------------------------------------------------------
@@ -484,18 +445,20 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
     >>> prox24(torch.tensor([3.0, -0.1, 2.0, 0.2], dtype=torch.float64), 5.0)
     tensor([3., 0., 2., 0.], dtype=torch.float64)
     """
-    _check_tensor(Y, "Y")
+    if not isinstance(Y, torch.Tensor):
+        raise ValueError(f"Y must be a torch.Tensor, got {type(Y).__name__}")
+    check_float_array(Y, "Y")
     if Y.ndim == 0:
         raise ValueError("Y must have at least one dim")
     if Y.shape[-1] % 4 != 0:
         raise ValueError(f"last dim of Y has length {Y.shape[-1]}, not divisible by 4")
-    lam = _check_real(lam, "lam")
+    lam = check_real(lam, "lam")
     if tol is None:
         tol = default_tol({torch.float32: "float32", torch.float64: "float64"}[Y.dtype])
     else:
-        tol = _check_real(tol, "tol", positive=True)
-    max_iter = DEFAULT_MAX_ITER if max_iter is None else _check_int(max_iter, "max_iter",
-                                                                    minimum=1)
+        tol = check_real(tol, "tol", positive=True)
+    max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int(max_iter, "max_iter",
+                                                                   minimum=1)
     Y = Y.detach()
     gshape = Y.shape[:-1] + (Y.shape[-1] // 4,)
     if Y.numel() == 0 or lam == 0.0:
@@ -520,324 +483,75 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
     return out
 
 
-# --------------------------------------------------------------------------------------
-# layer pruning: shared checks and helpers
-# --------------------------------------------------------------------------------------
-
-
-def _check_weight(W, name, *, m=None):
-    _check_tensor(W, name, ndim=2)
-    if m is not None and W.shape[1] % m != 0:
-        raise ValueError(f"pattern 2:4 needs d_in divisible by m={m}, but {name} has "
-                         f"d_in = {W.shape[1]}")
-    return W.detach()
-
-
-def _check_hessian(H, W, *, psd, name="H"):
-    """Validate H against W (as ``sparseopt.layer.loss.check_hessian`` / ``check_psd``) and
-    return its symmetric part (H + H') / 2 in float64 on W's device."""
-    if not isinstance(H, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(H).__name__}")
-    d_in = W.shape[1]
-    if H.ndim != 2 or H.shape[0] != H.shape[1]:
-        raise ValueError(f"{name} must be a square 2-D tensor, got shape {tuple(H.shape)}")
-    if H.shape[0] != d_in:
-        raise ValueError(f"{name} has shape {tuple(H.shape)}, expected ({d_in}, {d_in}) to "
-                         "match W")
-    if not H.dtype.is_floating_point:
-        raise ValueError(f"{name} must be a floating-point tensor, got dtype {H.dtype}")
-    if H.device != W.device:
-        raise ValueError(f"{name} is on {H.device} but W is on {W.device}; put them on one "
-                         "device")
-    if H.numel() and not bool(torch.isfinite(H).all()):
-        raise ValueError(f"{name} contains NaN or Inf")
-    H = H.detach().to(torch.float64)
-    Hs = 0.5 * (H + H.T)
-    if psd and d_in:
-        diag = torch.diagonal(Hs)
-        if bool((diag < 0).any()):
-            j = int(torch.argmin(diag))
-            raise ValueError(f"{name} is not positive semidefinite: diagonal entry "
-                             f"{name}[{j},{j}] = {float(diag[j]):.3g} < 0")
-        # the tolerance of sparseopt.layer.loss.psd_shift: rounding of a Cholesky ~ d eps ||H||
-        scale = max(float(diag.abs().max()), np.finfo(np.float64).tiny)
-        s = max(10.0 * d_in * np.finfo(np.float64).eps, 1e-10) * scale
-        eye = torch.eye(d_in, dtype=torch.float64, device=Hs.device)
-        if int(torch.linalg.cholesky_ex(Hs + s * eye).info) != 0:
-            raise ValueError(f"{name} is not positive semidefinite (Cholesky of {name} + "
-                             f"{s:.1e} I failed); a layer Hessian is X X' / n")
-    return Hs
-
-
-def gamma_max_torch(H):
-    """Largest eigenvalue of the symmetric PSD ``H`` by ``torch.linalg.eigvalsh`` in float64
-    (``sparseopt.layer.loss.gamma_max``); a Python float."""
-    if H.shape[0] == 0:
-        return 0.0
-    return float(torch.linalg.eigvalsh(H.to(torch.float64))[-1])
-
-
-def _mask24(x):
-    """2:4 mask of the two largest |x| per group along the last dim, ties to the smaller
-    index (``NM(2, 4).mask``: stable sort)."""
-    a = x.abs().reshape(-1, 4)
-    order = torch.sort(a, dim=1, descending=True, stable=True).indices[:, :2]
-    mask = torch.zeros(a.shape, dtype=torch.bool, device=x.device)
-    mask.scatter_(1, order, True)
-    return mask.reshape(x.shape)
-
-
-def _nm_fraction24(W):
-    """Fraction of groups of 4 with at most 2 nonzeros (a float)."""
-    count = (W != 0).reshape(W.shape[0], -1, 4).sum(dim=-1)
-    return float((count <= 2).to(torch.float64).mean())
-
-
-def _frob_inner(A, B):
-    """sum(A * B) accumulated in float64 (as the core's einsum with dtype=float64)."""
-    return float((A.to(torch.float64) * B.to(torch.float64)).sum())
+@register_kernel("prox_nm", "torch")
+def prox_nm_torch(Y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
+    """The ``"prox_nm"`` kernel for tensors: :func:`prox24` (2:4, EnumALM only)."""
+    if (n, m) != (2, 4) or method != "alm":
+        raise ValueError(f"the torch prox kernel computes the 2:4 prox by EnumALM only; got "
+                         f"pattern {n}:{m}, prox_method={method!r} (for other patterns, run "
+                         "the pruner on CPU tensors or NumPy arrays)")
+    return prox24(Y, lam, tol=tol, max_iter=max_iter)
 
 
 # --------------------------------------------------------------------------------------
-# prox24-kubler Alg. 2
+# SparseGPT: the OBS sweep inside one block
 # --------------------------------------------------------------------------------------
 
 
-def prox_prune_torch(W, H, *, lam0=None, beta=1.01, lam_tilde=None, rescale=True,
-                     max_iter=3000, prox_tol=None, verbose=None):
-    """2:4 matrix prox pruner in torch: gradient steps on L alternated with the 2:4 prox, with
-    a growing lambda, until W is 2:4 sparse (prox24-kubler Alg. 2).
+@register_kernel("sparsegpt_sweep", "torch")
+def sparsegpt_sweep(W1, U1, n, m, keep1, Err1):
+    """OBS sweep inside one block of SparseGPT, in place (the torch twin of
+    ``sparseopt.layer.sparsegpt._sweep_block``).
 
-    Same semantics, defaults, history keys and info keys as
-    ``sparseopt.layer.prox.prox_prune(W, H, NM(2, 4), ...)``; runs on W's device.
+    ``W1`` (B, d_out): columns of W as rows (a view, updated in place), ``U1`` (B, B): the
+    diagonal block of the upper Cholesky factor of H^{-1}; fills ``keep1`` (B, d_out, bool)
+    and ``Err1`` (B, d_out).
 
-    Parameters
-    ----------
-    W : torch.Tensor, shape (d_out, d_in), float32 or float64
-        Dense weights W*, d_in divisible by 4. Not modified.
-    H : torch.Tensor, shape (d_in, d_in)
-        Symmetric PSD layer Hessian on W's device (any float dtype; symmetrized and used in
-        float64, checked PSD by a Cholesky factorization as the core's ``check_psd``).
-    lam0 : float, optional, keyword-only
-        lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
-    beta : float, default 1.01, keyword-only
-        Growth factor, ``> 1``.
-    lam_tilde : float, optional, keyword-only
-        Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*| of the weights the prox
-        sees. Give either ``lam0`` or ``lam_tilde``, not both.
-    rescale : bool, default True, keyword-only
-        Wanda-style rescaling of Sec. 4 (W* -> W* diag(H)^{1/2}, H -> D^{-1/2} H D^{-1/2}),
-        undone at the end.
-    max_iter : int, default 3000, keyword-only
-        Iteration cap; if W is not 2:4 after it, W is projected onto the pattern and
-        ``info["projected"]`` is True.
-    prox_tol : float, optional, keyword-only
-        ``tol`` of :func:`prox24` (its default when None).
-    verbose : bool, optional, keyword-only
-        tqdm progress bar; default on for layers with at least 2^20 weights.
-
-    Returns
-    -------
-    W_pruned : torch.Tensor
-        dtype and device of W, 2:4 sparse.
-    mask : torch.Tensor of bool
-        Two entries per group: the support of W_pruned, filled up with zero entries (ties
-        to the smaller index).
-    history : dict of float64 ndarrays
-        ``lam``, ``loss``, ``nm_fraction``, ``time``, one row per iteration (as the core).
-    info : dict
-        ``nit``, ``stop_reason``, ``projected``, ``lam0``, ``beta``, ``lam_final``, ``eta``,
-        ``rescale``, ``prox_method`` (as the core).
-
-    Notes
-    -----
-    One iteration (Alg. 2) with eta = 1 / (2 gamma_max(H)) (the inverse Lipschitz constant
-    of the gradient 2 (W H - W* H), eq. 4, 18)::
-
-        W <- W - eta 2 (W H - W* H)
-        W <- prox24(W, lambda_k)              (eq. 7, Alg. 1)
-
-    with the core's lambda convention (the schedule value is handed to the prox as is, i.e.
-    it already contains the step size). Matrix products run in the dtype of W, the loss is
-    accumulated in float64, gamma_max by ``torch.linalg.eigvalsh`` in float64 (the core uses
-    LAPACK / Lanczos: the same value up to rounding). With ``lam_tilde``, mean|W*| is
-    accumulated in float64 here (NumPy's float32 mean may differ in the last bits).
+    At the first column of each group of m, every row keeps the n entries of largest saliency
+    w_j^2 / U_jj^2 (ties to the smaller index: the rank of entry t counts entries with a
+    larger score, or an equal one before t); column j then propagates err = (w_j - q_j) /
+    U_jj to the later columns of its group, and the group one rank-m product to the rest of
+    the block. The summation order differs from the Numba kernel (rank-m instead of rank-1
+    updates), so the results agree up to rounding.
     """
-    W = _check_weight(W, "W", m=4)
-    Hs = _check_hessian(H, W, psd=True)
-    if lam0 is not None and lam_tilde is not None:
-        raise ValueError("give either lam0 or lam_tilde (eq. 15), not both")
-    lam0 = _check_real(lam0, "lam0", positive=True, allow_none=True)
-    lam_tilde = _check_real(lam_tilde, "lam_tilde", positive=True, allow_none=True)
-    beta = _check_real(beta, "beta")
-    if not beta > 1:
-        raise ValueError(f"beta must be a finite number > 1, got {beta!r}")
-    max_iter = _check_int(max_iter, "max_iter", minimum=0)
-    dt, dev = W.dtype, W.device
-    d_out, d_in = W.shape
-    if rescale:
-        diag = torch.diagonal(Hs)
-        s = torch.sqrt(torch.where(diag > 0, diag, torch.ones_like(diag)))
-        Wt_star = W * s[None, :].to(dt)
-        Ht = Hs / torch.outer(s, s)
-    else:
-        s = torch.ones(d_in, dtype=torch.float64, device=dev)
-        Wt_star, Ht = W.clone(), Hs
-    if lam_tilde is not None:
-        mean_abs = float(Wt_star.abs().to(torch.float64).mean()) if Wt_star.numel() else 0.0
-        if mean_abs == 0:
-            raise ValueError("lam_tilde needs mean|W*| > 0 (eq. 15); W* is all zeros")
-        lam0 = lam_tilde / mean_abs
-    elif lam0 is None:
-        lam0 = 0.01
-    g = gamma_max_torch(Ht)
-    eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
-    Hd = Ht.to(dt)
-    GS = Wt_star @ Hd  # W* H, fixed
-    two_eta = 2.0 * eta
-
-    hist = {"lam": [], "loss": [], "nm_fraction": [], "time": []}
-    t0 = time.perf_counter()
-    Wk = Wt_star.clone()
-    lam = float(lam0)
-    k = 0
-    bar = None
-    if verbose is None:
-        verbose = W.numel() >= 2**20
-    if verbose:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_iter, desc="prox (torch)", unit="it")
-    done = _nm_fraction24(Wk) == 1.0 if W.numel() else True
-    while not done and k < max_iter:
-        R = Wk @ Hd
-        R -= GS  # (W - W*) H
-        if k > 0:  # loss of the previous iterate, free from the gradient product
-            hist["loss"].append(_frob_inner(R, Wk - Wt_star))
-        R *= -two_eta
-        R += Wk  # gradient step (eq. 4)
-        Wk = prox24(R, lam, tol=prox_tol)
-        hist["lam"].append(lam)
-        frac = _nm_fraction24(Wk)
-        hist["nm_fraction"].append(frac)
-        hist["time"].append(time.perf_counter() - t0)
-        k += 1
-        lam *= beta
-        done = frac == 1.0
-        if bar is not None:
-            bar.update(1)
-            if hist["loss"]:
-                bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}", loss=f"{hist['loss'][-1]:.4g}",
-                                nm=f"{frac:.3f}")
-    if k > 0:
-        D = (Wk - Wt_star).to(torch.float64)
-        hist["loss"].append(float(((D @ Ht) * D).sum()))
-    if bar is not None:
-        bar.close()
-    projected = not done
-    if projected:
-        Wk = torch.where(_mask24(Wk), Wk, torch.zeros((), dtype=dt, device=dev))
-    stop = "W is N:M" if done else "max_iter (projected onto the pattern)"
-    W_out = (Wk / s[None, :].to(dt)).to(dt)
-    mask = _mask24(W_out)
-    W_out = torch.where(mask, W_out, torch.zeros((), dtype=dt, device=dev))
-    info = {
-        "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
-        "beta": float(beta), "lam_final": hist["lam"][-1] if k else float(lam0),
-        "eta": eta, "rescale": bool(rescale), "prox_method": "alm",
-    }
-    history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
-    return W_out, mask, history, info
+    B = W1.shape[0]
+    dt, dev = W1.dtype, W1.device
+    zero = torch.zeros((), dtype=dt, device=dev)
+    diagU = torch.diagonal(U1)
+    earlier = torch.tril(torch.ones((m, m), dtype=torch.bool, device=dev), -1)[:, :, None]
+    for g in range(0, B, m):
+        score = W1[g:g + m] ** 2 / (diagU[g:g + m, None] ** 2)
+        beats = (score[None, :, :] > score[:, None, :]) \
+            | ((score[None, :, :] == score[:, None, :]) & earlier)
+        kg = beats.sum(dim=1) < n
+        keep1[g:g + m] = kg
+        for t in range(m):
+            i = g + t
+            Err1[i] = torch.where(kg[t], zero, W1[i] / U1[i, i])
+            W1[i] = torch.where(kg[t], W1[i], zero)
+            if t < m - 1:
+                W1[i + 1:g + m] -= U1[i, i + 1:g + m, None] * Err1[i][None, :]
+        if g + m < B:
+            W1[g + m:] -= U1[g:g + m, g + m:].T @ Err1[g:g + m]
 
 
 # --------------------------------------------------------------------------------------
-# masked gradient descent (eq. 5)
+# linear algebra on the device (sparseopt.linalg)
 # --------------------------------------------------------------------------------------
 
 
-def masked_gd_torch(W, W_star, H, mask, steps, step=None):
-    """Masked gradient descent on the local loss (prox24-kubler eq. 5) in torch.
-
-    Same semantics as ``sparseopt.layer.masked_gd``; runs on W's device.
-
-    Parameters
-    ----------
-    W : torch.Tensor, shape (d_out, d_in), float32 or float64
-        Starting weights; entries outside ``mask`` are zeroed first. Not modified.
-    W_star : torch.Tensor, shape (d_out, d_in)
-        Dense reference weights.
-    H : torch.Tensor, shape (d_in, d_in)
-        Layer Hessian (symmetrized, checked PSD).
-    mask : torch.Tensor of bool, shape (d_out, d_in)
-        Frozen support M.
-    steps : int
-        Number of updates, ``>= 0``.
-    step : float, optional
-        Step size eta; default 1 / (2 gamma_max(H)), which makes L decrease monotonically.
-
-    Returns
-    -------
-    torch.Tensor
-        Updated weights, dtype and device of ``W``, zero outside ``mask``.
-
-    Notes
-    -----
-    W_M <- W_M - eta 2 M o (W_M H - W* H) (eq. 5, gradient eq. 18), in the dtype of W.
-    If H = 0 (and no step is given) the loss is constant and W is returned masked.
-    """
-    W = _check_weight(W, "W")
-    if not isinstance(W_star, torch.Tensor):
-        raise ValueError(f"W_star must be a torch.Tensor, got {type(W_star).__name__}")
-    if W_star.shape != W.shape:
-        raise ValueError(f"W_star has shape {tuple(W_star.shape)}, expected "
-                         f"{tuple(W.shape)} (shape of W)")
-    _check_tensor(W_star, "W_star")
-    Hs = _check_hessian(H, W, psd=True)
-    if not isinstance(mask, torch.Tensor) or mask.shape != W.shape:
-        got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(f"mask must be a tensor of shape {tuple(W.shape)}, got {got}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a boolean tensor, got dtype {mask.dtype}")
-    steps = _check_int(steps, "steps", minimum=0)
-    dt = W.dtype
-    zero = torch.zeros((), dtype=dt, device=W.device)
-    if step is None:
-        g = gamma_max_torch(Hs)
-        if g <= 0:
-            return torch.where(mask, W, zero)
-        step = 1.0 / (2.0 * g)
-    else:
-        step = _check_real(step, "step", positive=True)
-    Hd = Hs.to(dt)
-    maskd = mask.to(dt)
-    Wk = W * maskd
-    Ws = W_star.detach().to(dt)
-    GS = Ws @ Hd  # W* H, fixed (eq. 18)
-    two_eta = 2.0 * step
-    for _ in range(steps):
-        R = Wk @ Hd - GS  # (W - W*) H
-        Wk = Wk - two_eta * (maskd * R)
-    return Wk
-
-
-# --------------------------------------------------------------------------------------
-# SparseGPT
-# --------------------------------------------------------------------------------------
-
-
-def _inverse_hessian_factor(Hs, percdamp, dtype):
-    """Upper Cholesky factor U of (H_damped)^{-1} and the dead inputs, in ``dtype``
-    (``sparseopt.layer.sparsegpt.inverse_hessian_factor``: with P the reversal, P H P = L L'
-    gives U = P L^{-1} P)."""
-    H = Hs.clone()
+@register_kernel("inverse_hessian_factor", "torch")
+def inverse_hessian_factor_torch(H, percdamp, dtype):
+    """``sparseopt.linalg.inverse_hessian_factor`` with ``torch.linalg`` on H's device: with
+    P the reversal, P H P = L L' gives the upper Cholesky factor U = P L^{-1} P of H^{-1}."""
+    H = H.clone()
     d = H.shape[0]
     diag = torch.diagonal(H).clone()
     dead = diag == 0
     diag[dead] = 1.0
     damp = percdamp * float(diag.mean()) if d else 0.0
     H.diagonal().copy_(diag + damp)
-    Hr = H.flip(0, 1).to(dtype)
-    L, info = torch.linalg.cholesky_ex(Hr)
+    L, info = torch.linalg.cholesky_ex(H.flip(0, 1).to(dtype))
     if int(info) != 0:
         raise ValueError(
             f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {int(info)}); "
@@ -848,88 +562,15 @@ def _inverse_hessian_factor(Hs, percdamp, dtype):
     return Linv.flip(0, 1).contiguous(), dead, damp
 
 
-def sparsegpt_torch(W, H, *, n=2, m=4, percdamp=0.01, blocksize=128):
-    """SparseGPT (Frantar & Alistarh 2023) for N:M in torch: the OBS column sweep with lazy
-    block updates, as ``sparseopt.layer.sparsegpt.sparsegpt_prune``.
+@register_kernel("cholesky_ok", "torch")
+def cholesky_ok_torch(H, shift):
+    """True when H + shift I (float64) has a Cholesky factor (``sparseopt.linalg.cholesky_ok``)."""
+    A = H.to(torch.float64)
+    eye = torch.eye(A.shape[0], dtype=torch.float64, device=A.device)
+    return int(torch.linalg.cholesky_ex(A + shift * eye).info) == 0
 
-    Parameters
-    ----------
-    W : torch.Tensor, shape (d_out, d_in), float32 or float64
-        Dense weights, d_in divisible by m. Not modified.
-    H : torch.Tensor, shape (d_in, d_in)
-        Symmetric Hessian (any float dtype, symmetrized in float64); only H + damping needs
-        to be positive definite.
-    n, m : int, keyword-only
-        N:M pattern along the rows, ``1 <= n < m``.
-    percdamp : float, default 0.01, keyword-only
-        Damping as a fraction of mean(diag(H)) (dead inputs counted as 1).
-    blocksize : int, default 128, keyword-only
-        Columns per lazy batch update, a positive multiple of m.
 
-    Returns
-    -------
-    W_pruned : torch.Tensor
-        dtype and device of W.
-    mask : torch.Tensor of bool
-        n entries kept per group of m.
-
-    Notes
-    -----
-    Dead inputs (H_jj = 0) get H_jj = 1 and W[:, j] = 0; H is damped by
-    percdamp * mean(diag H); U is the upper Cholesky factor of H^{-1}. At the first column
-    of each group of m, every row keeps the n entries of largest saliency w_j^2 / U_jj^2
-    (ties to the smaller index); column j then propagates err = (w_j - q_j) / U_jj to the
-    later columns by W[:, k] -= err U_jk (eagerly inside the group, one rank-m product for
-    the rest of the block, one GEMM per block for the later blocks). Runs in the dtype of W
-    (factorization included), like the core. The summation order inside a block differs
-    from the core's Numba kernel (rank-m instead of rank-1 updates), so results agree up
-    to rounding.
-    """
-    W = _check_weight(W, "W")
-    n = _check_int(n, "n", minimum=1)
-    m = _check_int(m, "m", minimum=2)
-    if n >= m:
-        raise ValueError(f"n must satisfy 1 <= n < m={m}, got n={n}")
-    if W.shape[1] % m != 0:
-        raise ValueError(f"pattern {n}:{m} needs d_in divisible by m={m}, but W has "
-                         f"d_in = {W.shape[1]}")
-    Hs = _check_hessian(H, W, psd=False)
-    percdamp = _check_real(percdamp, "percdamp")
-    if isinstance(blocksize, bool) or not isinstance(blocksize, numbers.Integral) \
-            or blocksize <= 0 or blocksize % m:
-        raise ValueError(f"blocksize must be a positive multiple of m={m}, got {blocksize!r}")
-    dt, dev = W.dtype, W.device
-    d_out, d_in = W.shape
-    U, dead, _ = _inverse_hessian_factor(Hs, percdamp, dt)
-    Wt = W.T.to(dt).clone().contiguous()  # row j = column j of W
-    Wt[dead, :] = 0
-    keep = torch.zeros((d_in, d_out), dtype=torch.bool, device=dev)
-    earlier = torch.tril(torch.ones((m, m), dtype=torch.bool, device=dev), -1)[:, :, None]
-    for i1 in range(0, d_in, blocksize):
-        i2 = min(i1 + blocksize, d_in)
-        U1 = U[i1:i2, i1:i2]
-        W1 = Wt[i1:i2]  # a view: updated in place
-        Err1 = torch.zeros((i2 - i1, d_out), dtype=dt, device=dev)
-        diagU = torch.diagonal(U1)
-        B = i2 - i1
-        for g in range(0, B, m):
-            score = W1[g:g + m] ** 2 / (diagU[g:g + m, None] ** 2)
-            # rank of entry t: entries with a larger score, or an equal one before t
-            beats = (score[None, :, :] > score[:, None, :]) \
-                | ((score[None, :, :] == score[:, None, :]) & earlier)
-            kg = beats.sum(dim=1) < n
-            keep[i1 + g:i1 + g + m] = kg
-            for t in range(m):
-                i = g + t
-                Err1[i] = torch.where(kg[t], torch.zeros((), dtype=dt, device=dev),
-                                      W1[i] / U1[i, i])
-                W1[i] = torch.where(kg[t], W1[i], torch.zeros((), dtype=dt, device=dev))
-                if t < m - 1:
-                    W1[i + 1:g + m] -= U1[i, i + 1:g + m, None] * Err1[i][None, :]
-            if g + m < B:
-                W1[g + m:] -= U1[g:g + m, g + m:].T @ Err1[g:g + m]
-        if i2 < d_in:
-            Wt[i2:] -= U[i1:i2, i2:].T @ Err1  # lazy batch update
-    mask = keep.T.contiguous()
-    W_out = torch.where(mask, Wt.T, torch.zeros((), dtype=dt, device=dev))
-    return W_out, mask
+@register_kernel("synchronize", "torch")
+def synchronize_torch(x):
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)

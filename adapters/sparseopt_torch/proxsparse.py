@@ -492,23 +492,22 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     return ProxSparseResult(masks=masks, history=history, info=info, weights=weights)
 
 
-def _core_prox24(Y, lam):
-    """The core's EnumALM on a CPU tensor (float32/float64 kept), as a torch tensor."""
-    from sparseopt.prox import prox_nm
-
-    if Y.device.type != "cpu":
-        raise ValueError(f"backend='numpy' needs CPU weights, got a tensor on {Y.device}")
-    return torch.from_numpy(prox_nm(Y.detach().numpy(), float(lam), 2, 4, method="alm"))
-
-
 def _prox_function(backend):
+    """The 2:4 prox on a weight tensor: ``"torch"`` :func:`~sparseopt_torch.kernels.prox24`;
+    ``"numpy"`` / ``"auto"`` the core's kernel for the tensor (``sparseopt.backend.kernel``:
+    Numba EnumALM on a NumPy view of a CPU tensor, the torch kernel on a GPU)."""
+    from sparseopt.backend import kernel
+
     from .kernels import prox24
 
     if backend == "torch":
         return prox24
-    if backend == "numpy":
-        return _core_prox24
-    return lambda Y, lam: _core_prox24(Y, lam) if Y.device.type == "cpu" else prox24(Y, lam)
+
+    def core(Y, lam):
+        if backend == "numpy" and Y.device.type != "cpu":
+            raise ValueError(f"backend='numpy' needs CPU weights, got a tensor on {Y.device}")
+        return kernel("prox_nm", Y)(Y.detach(), float(lam), 2, 4)
+    return core
 
 
 def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):

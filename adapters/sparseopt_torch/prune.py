@@ -3,8 +3,9 @@
 For every selected linear layer, the input Hessian H = X X' / n is collected from calibration
 data (:func:`~sparseopt_torch.hessians.collect_hessians`), the layer problem
 min_W Tr((W - W*) H (W - W*)') over N:M sparse W is solved by a core method
-(:func:`sparseopt.prune`), optionally followed by masked gradient steps ("+GD", eq. 5), and the
-pruned weights are written back into the model.
+(:func:`sparseopt.prune`, called with the layer's tensors: it computes with torch on their
+device), optionally followed by masked gradient steps ("+GD", eq. 5, the core's
+:func:`sparseopt.layer.masked_gd`), and the pruned weights are written back into the model.
 
 Two ways to get the Hessians:
 
@@ -30,16 +31,15 @@ import numpy as np
 import torch
 
 from sparseopt import prune as core_prune
-from sparseopt.layer import METHODS, layer_loss, masked_gd
+from sparseopt.backend import synchronize
+from sparseopt.layer import layer_loss, masked_gd, methods
 from sparseopt.patterns import NM, TopK
 
 from .hessians import collect_hessians
-from .layers import block_of, find_layers, get_weight, set_weight, to_numpy
+from .layers import block_of, find_layers, get_weight, set_weight
 
-__all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned", "TORCH_METHODS"]
+__all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned"]
 
-#: Methods with a torch kernel (sparseopt_torch.kernels), used on CUDA or with backend="torch".
-TORCH_METHODS = ("prox", "sparsegpt")
 _SETTINGS_FILE = "run.json"
 _LAYER_DIR = "layers"
 
@@ -55,7 +55,7 @@ class LayerRecord:
     block: str
     shape: tuple
     method: str
-    backend: str
+    device: str
     n_tokens: int
     base_loss: float
     loss: float
@@ -190,87 +190,39 @@ def _load_layer(out, name):
     return LayerRecord(**rec), load_file(base + ".safetensors")
 
 
-def _choose_backend(backend, method, W):
-    if backend == "auto":
-        return "torch" if (W.is_cuda and method in TORCH_METHODS) else "numpy"
-    return backend
-
-
-def _prune_layer_numpy(W_t, H_np, method, pattern, refine_steps, options):
-    """Core method, then (separately timed) masked gradient steps; returns torch tensors."""
-    W_star = to_numpy(W_t)
-    res = core_prune(W_star, H_np, method=method, pattern=pattern, **options)
-    info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
-    return _refine_numpy(res.W, res.mask, res.loss, res.time, info, W_star, H_np, refine_steps)
-
-
-def _apply_mask_numpy(W_t, H_np, mask, refine_steps):
-    """Given-mask "method" (e.g. masks learned by ProxSparse): W = W* o M, then +GD."""
-    W_star = to_numpy(W_t)
-    M = to_numpy(torch.as_tensor(mask)).astype(bool)
-    if M.shape != W_star.shape:
-        raise ValueError(f"masks: shape {M.shape} does not match the weight {W_star.shape}")
-    W = np.where(M, W_star, np.zeros((), W_star.dtype))
-    return _refine_numpy(W, M, layer_loss(W, W_star, H_np), 0.0, {}, W_star, H_np,
-                         refine_steps)
-
-
-def _refine_numpy(W, mask, loss, t_method, info, W_star, H_np, refine_steps):
-    """The "+GD" part shared by the NumPy paths: masked gradient steps (eq. 5), timed
-    separately; returns the record fields with the weights as torch tensors."""
+def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
+    """One layer on its device: the core method (or W* o M for given masks), then the
+    masked gradient steps, timed separately. Returns the record fields and both weights."""
+    W_star = W_t.detach().clone()
+    if W_star.dtype not in (torch.float32, torch.float64):
+        W_star = W_star.float()  # bfloat16 / float16 weights are pruned in float32
+    H = H_t.to(device=W_star.device)
+    if method == "masks":
+        M = torch.as_tensor(mask).to(device=W_star.device, dtype=torch.bool)
+        if M.shape != W_star.shape:
+            raise ValueError(f"masks: shape {tuple(M.shape)} does not match the weight "
+                             f"{tuple(W_star.shape)}")
+        W = torch.where(M, W_star, torch.zeros((), dtype=W_star.dtype, device=W_star.device))
+        loss, t_method, info = layer_loss(W, W_star, H), 0.0, {}
+    else:
+        res = core_prune(W_star, H, method=method, pattern=pattern, **options)
+        W, M, loss, t_method = res.W, res.mask, res.loss, res.time
+        info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
     out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info,
            "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
         t0 = time.perf_counter()
-        W_gd = masked_gd(W, W_star, H_np, mask, int(refine_steps))
+        W_gd = masked_gd(W, W_star, H, M, int(refine_steps))
+        synchronize(W_gd)
         out.update(W=W_gd, time_gd=time.perf_counter() - t0,
-                   loss_gd=layer_loss(W_gd, W_star, H_np))
-    for key in ("W", "W_nogd"):
-        out[key] = torch.from_numpy(np.ascontiguousarray(out[key]))
+                   loss_gd=layer_loss(W_gd, W_star, H))
     return out
 
 
-def _torch_loss(W, W_star, H) -> float:
-    D = (W - W_star).to(torch.float64)
-    return float(((D @ H.to(device=D.device, dtype=torch.float64)) * D).sum())
-
-
-def _prune_layer_torch(W_t, H_t, method, pattern, refine_steps, options):
-    """The torch kernels on the weight's device (prox24-kubler Alg. 2, SparseGPT, eq. 5)."""
-    from .kernels import masked_gd_torch, prox_prune_torch, sparsegpt_torch
-
-    if not (isinstance(pattern, NM) and (pattern.n, pattern.m) == (2, 4)):
-        raise ValueError(f"the torch kernels support NM(2, 4) only, got pattern={pattern!r}")
-    W_star = W_t.detach().clone()
-    if W_star.dtype not in (torch.float32, torch.float64):
-        W_star = W_star.float()
-    H = H_t.to(device=W_star.device)
-    t0 = time.perf_counter()
-    if method == "prox":
-        W, mask, _, info = prox_prune_torch(W_star, H, **options)
-        info = {k: v for k, v in info.items() if isinstance(v, (int, float, str, bool))}
-    else:
-        W, mask = sparsegpt_torch(W_star, H, **options)
-        info = {}
-    if W_star.is_cuda:
-        torch.cuda.synchronize(W_star.device)
-    t_method = time.perf_counter() - t0
-    out = {"W_nogd": W, "loss": _torch_loss(W, W_star, H), "time": t_method, "info": info}
-    if refine_steps > 0:
-        t0 = time.perf_counter()
-        W_gd = masked_gd_torch(W, W_star, H, mask, int(refine_steps))
-        if W_star.is_cuda:
-            torch.cuda.synchronize(W_star.device)
-        out.update(W=W_gd, time_gd=time.perf_counter() - t0,
-                   loss_gd=_torch_loss(W_gd, W_star, H))
-    else:
-        out.update(W=W, loss_gd=out["loss"], time_gd=0.0)
-    return out
-
-
-def _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend):
-    if method not in METHODS and method != "masks":
-        raise ValueError(f"method must be one of {sorted(METHODS)} or 'masks', got {method!r}")
+def _check_args(method, pattern, refine_steps, on_indivisible, calibration):
+    if method not in methods() and method != "masks":
+        raise ValueError(f"method must be one of {sorted(methods())} or 'masks', got "
+                         f"{method!r}")
     if not isinstance(pattern, (NM, TopK)):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
     if isinstance(refine_steps, bool) or not isinstance(refine_steps, (int, np.integer)) \
@@ -280,10 +232,6 @@ def _check_args(method, pattern, refine_steps, on_indivisible, calibration, back
         raise ValueError(f"on_indivisible must be 'error' or 'skip', got {on_indivisible!r}")
     if len(calibration) == 0:
         raise ValueError("calibration is empty: give at least one batch of inputs")
-    if backend not in ("auto", "numpy", "torch"):
-        raise ValueError(f"backend must be 'auto', 'numpy' or 'torch', got {backend!r}")
-    if backend == "torch" and method not in TORCH_METHODS:
-        raise ValueError(f"backend='torch' supports methods {TORCH_METHODS}, got {method!r}")
 
 
 def _select_layers(model, modules, pattern, on_indivisible):
@@ -306,8 +254,7 @@ def _select_layers(model, modules, pattern, on_indivisible):
 def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
                 sequential=False, modules=None, options=None, masks=None, forward=None,
                 out=None,
-                resume=True, on_indivisible="error", backend="auto",
-                hessian_dtype=torch.float64, progress=None) -> ModelPruneResult:
+                resume=True, on_indivisible="error", hessian_dtype=torch.float64, progress=None) -> ModelPruneResult:
     """Prune every selected linear layer of ``model`` in place, one layer problem at a time.
 
     Parameters
@@ -318,8 +265,9 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         Model inputs (dicts of tensors such as tokenizer output, or tensors), fed by
         ``forward(model, batch)`` (default as in ``collect_hessians``). Padding tokens
         (``attention_mask == 0``) are not data.
-    method : {"prox", "magnitude", "wanda", "sparsegpt", "maiht", "iobs", "masks"}
-        Core method of :func:`sparseopt.prune`, or ``"masks"``: keep W* on given ``masks``
+    method : str
+        A layer method of :func:`sparseopt.prune` (:func:`sparseopt.layer.methods`: "prox",
+        "magnitude", "wanda", "sparsegpt", "maiht", "iobs", ...), or ``"masks"``: keep W* on given ``masks``
         (e.g. learned end to end by :func:`~sparseopt_torch.proxsparse.proxsparse`).
     pattern : NM or TopK, default NM(2, 4)
         Pattern along each weight row (the input dimension).
@@ -347,9 +295,6 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         the differences otherwise). False with an existing run raises ValueError.
     on_indivisible : {"error", "skip"}
         A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
-    backend : {"auto", "numpy", "torch"}
-        "numpy": the core on CPU. "torch": the torch kernels (prox and sparsegpt, 2:4) on
-        the weight's device. "auto": torch for those methods when the model is on CUDA.
     hessian_dtype : torch.dtype, default torch.float64
         Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
     progress : bool, optional
@@ -361,7 +306,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     """
     options = dict(options or {})
     calibration = list(calibration)
-    _check_args(method, pattern, refine_steps, on_indivisible, calibration, backend)
+    _check_args(method, pattern, refine_steps, on_indivisible, calibration)
     if (method == "masks") != (masks is not None):
         raise ValueError("masks must be given exactly when method='masks'")
     if masks is not None and modules is None:
@@ -373,7 +318,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
             raise ValueError(f"masks has no mask for layer(s) {missing}")
     settings = {
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
-        "sequential": bool(sequential), "options": options, "backend": backend,
+        "sequential": bool(sequential), "options": options,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
         "calibration_sha256": _fingerprint(calibration),
         "dense_weights_sha256": _fingerprint_weights(layers),
@@ -418,21 +363,14 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
             for name in todo:
                 mod = layers[name]
                 W_t = get_weight(mod)
-                chosen = _choose_backend(backend, method, W_t)  # "numpy" for "masks"
-                if method == "masks":
-                    res = _apply_mask_numpy(W_t, hess.numpy(name), masks[name], refine_steps)
-                elif chosen == "torch":
-                    res = _prune_layer_torch(W_t, hess.H[name], method, pattern, refine_steps,
-                                             options)
-                else:
-                    res = _prune_layer_numpy(W_t, hess.numpy(name), method, pattern,
-                                             refine_steps, options)
-                base = _torch_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t,
-                                   hess.H[name])
+                res = _prune_layer(W_t, hess.H[name], method, pattern, refine_steps,
+                                   options, None if masks is None else masks[name])
+                base = layer_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t,
+                                  hess.H[name].to(W_t.device))
                 rel = (lambda x: x / base if base > 0 else (0.0 if x == 0 else float("inf")))
                 rec = LayerRecord(
                     name=name, block=block_of(name), shape=tuple(W_t.shape), method=method,
-                    backend=chosen, n_tokens=int(hess.n_tokens[name]), base_loss=base,
+                    device=str(W_t.device), n_tokens=int(hess.n_tokens[name]), base_loss=base,
                     loss=float(res["loss"]), rel_loss=rel(float(res["loss"])),
                     loss_gd=float(res["loss_gd"]), rel_loss_gd=rel(float(res["loss_gd"])),
                     time=float(res["time"]), time_gd=float(res["time_gd"]),

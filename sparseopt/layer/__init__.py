@@ -10,41 +10,21 @@ followed by masked gradient steps (eq. 5, "+GD"). See docs/layer.md.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import time as _time
 
-import numpy as np
-
+from ..backend import namespace, synchronize, zero
 from ..patterns import NM
+from ..validation import check_int
 from .loss import check_layer, gamma_max, layer_loss, masked_gd, _masked_gd
+from .registry import LayerMethod, get_method, methods, register
 from .result import PruneResult
 
-__all__ = ["prune", "PruneResult", "layer_loss", "masked_gd", "gamma_max", "METHODS",
-           "PAPER_REFINE_STEPS"]
+__all__ = ["prune", "PruneResult", "layer_loss", "masked_gd", "gamma_max", "methods",
+           "register", "get_method", "LayerMethod", "PAPER_REFINE_STEPS"]
 
 #: Masked gradient steps after freezing the mask in prox24-kubler's "+GD" runs (Sec. 4).
 PAPER_REFINE_STEPS = 1000
-
-# method name -> (module, function); imported lazily so `import sparseopt` stays light.
-METHODS = {
-    "magnitude": ("magnitude", "magnitude_prune"),
-    "wanda": ("wanda", "wanda_prune"),
-    "sparsegpt": ("sparsegpt", "sparsegpt_prune"),
-    "prox": ("prox", "prox_prune"),
-    "maiht": ("maiht", "maiht_prune"),
-    "iobs": ("iobs", "iobs_prune"),
-}
-
-# Methods that handle a non-PSD H themselves (sparsegpt damps H and fails on Cholesky).
-_OWN_PSD_HANDLING = {"sparsegpt"}
-
-
-def _method_function(method):
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
-    mod, fn = METHODS[method]
-    return getattr(importlib.import_module(f"{__name__}.{mod}"), fn)
 
 
 def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> PruneResult:
@@ -52,14 +32,18 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
-        Dense weights W*. Not modified.
-    H : array_like, shape (d_in, d_in)
-        Input Hessian X X' / n. It is symmetrised, (H + H') / 2, and must be positive
-        semidefinite (checked by a Cholesky factorisation; ``"sparsegpt"`` instead damps H
-        and reports a failing damped Cholesky).
-    method : {"prox", "magnitude", "wanda", "sparsegpt", "maiht", "iobs"}
-        Pruning method; see the Notes.
+    W : array, shape (d_out, d_in), float32 or float64
+        Dense weights W*: a NumPy array, or a torch tensor on any device (then every step
+        runs with torch on that device and the result holds tensors). Not modified.
+    H : array, shape (d_in, d_in)
+        Input Hessian X X' / n, in the array library of ``W``. It is symmetrised,
+        (H + H') / 2, in float64, and must be positive semidefinite up to the rounding of
+        its own precision (:func:`sparseopt.validation.psd_tolerance`; ``"sparsegpt"``
+        instead damps H and reports a failing damped Cholesky).
+    method : str or callable
+        A registered method (:func:`methods`: ``"magnitude"``, ``"wanda"``, ``"sparsegpt"``,
+        ``"prox"``, ``"maiht"``, ``"iobs"``, see the Notes) or a function with the contract
+        of :mod:`sparseopt.layer.registry`.
     pattern : NM or TopK, default NM(2, 4)
         Sparsity pattern along the rows. ``d_in`` must be divisible by ``pattern.m``.
         ``"magnitude"``, ``"wanda"`` and ``"maiht"`` also accept ``TopK`` (per-row top-k).
@@ -74,8 +58,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
     Returns
     -------
     PruneResult
-        ``W`` in the input dtype, ``mask``, ``loss`` (float64), ``rel_loss``, ``history``,
-        ``time``, ``method``, ``info``.
+        ``W`` in the input dtype and array library, ``mask``, ``loss`` (float64),
+        ``rel_loss``, ``nit``, ``stop_reason``, ``history``, ``time``, ``method``, ``info``.
 
     Notes
     -----
@@ -96,41 +80,55 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
     >>> int(res.mask.reshape(4, 2, 4).sum(-1).max())
     2
     """
-    fn = _method_function(method)
+    spec = get_method(method)
+    fn = spec.fn
     params = inspect.signature(fn).parameters
     allowed = {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(
-            f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}"
+            f"unknown option(s) {unknown} for method {spec.name!r}; allowed: {sorted(allowed)}"
         )
-    if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
-        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
-    psd = method not in _OWN_PSD_HANDLING or refine_steps > 0
-    W_star, Hs = check_layer(W, H, pattern, name="W", psd=psd)
+    if not isinstance(pattern, spec.patterns):
+        kinds = " and ".join(p.__name__ for p in spec.patterns)
+        raise ValueError(f"{spec.name} supports {kinds} patterns only, got pattern={pattern!r}")
+    try:
+        refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
+    except ValueError:
+        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}") \
+            from None
+    W_star, Hs = check_layer(W, H, pattern, name="W", psd=spec.psd or refine_steps > 0)
+    xp = namespace(W_star, Hs)
 
     t0 = _time.perf_counter()
-    W_out, mask, history, info = fn(W_star, Hs, pattern, **options)
-    history = dict(history)
-    info = dict(info)
+    res = fn(W_star, Hs, pattern, **options)
+    if not isinstance(res, PruneResult):
+        raise TypeError(f"method {spec.name!r} must return a PruneResult, got "
+                        f"{type(res).__name__}")
+    W_out, mask = res.x, res.mask
+    history, info = dict(res.history), dict(res.info)
     if refine_steps > 0:
         g = gamma_max(Hs)
         if g > 0:
-            W_out, losses = _masked_gd(W_out, W_star, Hs, mask, int(refine_steps),
+            W_out, losses = _masked_gd(W_out, W_star, Hs, mask, refine_steps,
                                        1.0 / (2.0 * g), record=True)
             history["refine_loss"] = losses
         info["refine_step_size"] = 1.0 / (2.0 * g) if g > 0 else 0.0
-    info["refine_steps"] = int(refine_steps)
+    info["refine_steps"] = refine_steps
+    synchronize(W_out)
     elapsed = _time.perf_counter() - t0
 
-    if W_out.dtype != W_star.dtype:
-        raise AssertionError(f"method {method!r} returned dtype {W_out.dtype}")  # internal bug
-    W_out = np.where(mask, W_out, np.zeros((), W_out.dtype))
+    if W_out.dtype != W_star.dtype or namespace(W_out) is not xp:
+        raise TypeError(f"method {spec.name!r} returned {type(W_out).__name__} of dtype "
+                        f"{W_out.dtype}; expected the dtype and library of W ({W_star.dtype})")
+    W_out = xp.where(mask, W_out, zero(W_out))
     loss = layer_loss(W_out, W_star, Hs)
-    base = layer_loss(np.zeros_like(W_star), W_star, Hs)
+    base = layer_loss(xp.zeros_like(W_star), W_star, Hs)
     if base > 0:
         rel = loss / base
     else:
         rel = 0.0 if loss == 0 else float("inf")
-    return PruneResult(W=W_out, mask=mask, loss=loss, rel_loss=rel, history=history,
-                       time=elapsed, method=method, info=info)
+    return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=res.stop_reason,
+                       history=history, info=info, rel_loss=rel, time=elapsed,
+                       method=spec.name)
+

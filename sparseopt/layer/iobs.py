@@ -7,22 +7,29 @@ import time
 
 import numpy as np
 
+from ..backend import namespace
+from ..linalg import frob_inner
 from ..patterns import NM
 from .loss import gamma_max
+from .registry import register
+from .result import PruneResult
 from .sparsegpt import sparsegpt_prune
 
 __all__ = ["iobs_prune"]
 
 
+@register("iobs", order=60)
 def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=None,
                verbose=None):
-    """Iterative OBS pruning of one layer (iobs-wu Alg. 2 specialised to a fixed Hessian).
+    """Iterative OBS: rounds of SparseGPT mask solves and gradient steps (iobs-wu Alg. 2).
+
+    Iterative OBS pruning of one layer, iobs-wu Alg. 2 specialised to a fixed Hessian.
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
+    W : array, shape (d_out, d_in), float32 or float64
         Dense weights W* (validated by the caller). Not modified.
-    H : ndarray, shape (d_in, d_in)
+    H : array, shape (d_in, d_in)
         Symmetric PSD Hessian (float64).
     pattern : NM
         N:M pattern along the rows.
@@ -38,9 +45,9 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
 
     Returns
     -------
-    W_pruned, mask, history, info
+    PruneResult
         The sparse solution of the round with the least loss (``info["best_round"]``,
-        1-based; history ``loss`` per round, and ``time``).
+        1-based; history ``loss`` = ``objective`` per round, and ``time``).
 
     Notes
     -----
@@ -72,11 +79,12 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
     if verbose is None:
-        verbose = W.size >= 2**20
+        verbose = W.shape[0] * W.shape[1] >= 2**20
+    xp = namespace(W, H)
     dt = W.dtype
     g = gamma_max(H)
-    two_eta = dt.type(1.0 / g if g > 0 else 0.0)  # 2 eta with eta = 1 / (2 gamma_max)
-    Hd = H.astype(dt)
+    two_eta = 1.0 / g if g > 0 else 0.0  # 2 eta with eta = 1 / (2 gamma_max)
+    Hd = xp.astype(H, dt)
     GS = W @ Hd  # W* H
     t0 = time.perf_counter()
     hist = {"loss": [], "time": []}
@@ -84,10 +92,10 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
     Wc = W
     sg_info = {}
     for t in range(1, rounds + 1):
-        W_hat, mask, _, sg_info = sparsegpt_prune(Wc, H, pattern, percdamp=percdamp,
-                                                  blocksize=blocksize)
+        sg = sparsegpt_prune(Wc, H, pattern, percdamp=percdamp, blocksize=blocksize)
+        W_hat, mask, sg_info = sg.x, sg.mask, sg.info
         R = W_hat @ Hd - GS  # (W_hat - W*) H: gives the loss and the first gradient
-        loss = float(np.einsum("ij,ij->i", R, W_hat - W, dtype=np.float64).sum())
+        loss = frob_inner(R, W_hat - W)
         hist["loss"].append(loss)
         hist["time"].append(time.perf_counter() - t0)
         if verbose:
@@ -105,4 +113,7 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
     _, W_out, mask, best_round = best
     info = {"rounds": int(rounds), "gd_steps": int(gd_steps), "best_round": best_round,
             "percdamp": sg_info.get("percdamp"), "blocksize": sg_info.get("blocksize")}
-    return W_out, mask, {k: np.asarray(v, dtype=np.float64) for k, v in hist.items()}, info
+    history = {k: np.asarray(v, dtype=np.float64) for k, v in hist.items()}
+    history["objective"] = history["loss"]
+    return PruneResult(x=W_out, mask=mask, nit=int(rounds),
+                       stop_reason=f"{rounds} rounds", history=history, info=info)

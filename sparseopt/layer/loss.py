@@ -8,9 +8,12 @@ the per-row Hessian is 2H, so the gradient is Lipschitz with constant 2 gamma_ma
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
-from ..patterns import NM, TopK, check_finite
+from ..backend import namespace, zero
+from ..linalg import frob_inner, lambda_max
+from ..patterns import NM, TopK
+from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
+    check_square
 
 __all__ = [
     "layer_loss",
@@ -18,79 +21,36 @@ __all__ = [
     "gamma_max",
     "check_layer",
     "check_hessian",
-    "check_psd",
 ]
 
-# Above this size gamma_max uses Lanczos (eigsh) instead of a dense LAPACK solve.
-_DENSE_EIG_MAX = 1024
 
-
-def check_hessian(H, d_in: int | None = None, *, name: str = "H") -> np.ndarray:
-    """Validate a layer Hessian and return its symmetric part (H + H') / 2 in float64.
+def check_hessian(H, d_in: int | None = None, *, name: str = "H"):
+    """Validate a layer Hessian and return its symmetric part (H + H') / 2 in float64, in
+    H's array library and on its device.
 
     Raises ValueError (naming ``name``) if ``H`` is not a finite square real matrix, or its
-    size differs from ``d_in``. Positive semidefiniteness is checked by :func:`check_psd`.
+    size differs from ``d_in``. Positive semidefiniteness is checked by
+    :func:`sparseopt.validation.check_psd`.
     """
-    H = np.asarray(H)
-    if H.ndim != 2 or H.shape[0] != H.shape[1]:
-        raise ValueError(f"{name} must be a square 2-D array, got shape {H.shape}")
-    if d_in is not None and H.shape[0] != d_in:
-        raise ValueError(f"{name} has shape {H.shape}, expected ({d_in}, {d_in}) to match W")
-    if not (np.issubdtype(H.dtype, np.floating) or np.issubdtype(H.dtype, np.integer)):
-        raise ValueError(f"{name} must be a real numeric array, got dtype {H.dtype}")
-    check_finite(H, name)
-    H = H.astype(np.float64)  # a new array: the caller's H is never touched
+    H = check_square(H, name, d_in)
+    xp = namespace(H)
+    H = xp.astype(H, xp.float64, copy=True)  # a new array: the caller's H is never touched
     return 0.5 * (H + H.T)
-
-
-def psd_shift(H: np.ndarray) -> float:
-    """Tolerance for the PSD test: rounding of a Cholesky factorisation is ~ d eps ||H||."""
-    d = H.shape[0]
-    scale = float(np.max(np.abs(np.diag(H)))) if d else 0.0
-    return max(10.0 * d * np.finfo(np.float64).eps, 1e-10) * max(scale, np.finfo(np.float64).tiny)
-
-
-def check_psd(H: np.ndarray, *, name: str = "H") -> None:
-    """Raise ValueError unless the symmetric ``H`` is positive semidefinite up to rounding.
-
-    Notes
-    -----
-    ``H`` is accepted when a Cholesky factorisation of H + s I succeeds, where
-    s = max(10 d eps, 1e-10) max_j |H_jj|; i.e. gamma_min(H) >= -s up to rounding. This is
-    one O(d^3 / 3) factorisation, cheaper than an eigen-decomposition.
-    """
-    d = H.shape[0]
-    if d == 0:
-        return
-    diag = np.diag(H)
-    if np.any(diag < 0):
-        j = int(np.argmin(diag))
-        raise ValueError(
-            f"{name} is not positive semidefinite: diagonal entry "
-            f"{name}[{j},{j}] = {diag[j]:.3g} < 0"
-        )
-    s = psd_shift(H)
-    try:
-        np.linalg.cholesky(H + s * np.eye(d))
-    except np.linalg.LinAlgError:
-        raise ValueError(
-            f"{name} is not positive semidefinite (Cholesky of {name} + {s:.1e} I failed); "
-            f"a layer Hessian is X X' / n"
-        ) from None
 
 
 def check_layer(W, H, pattern, *, name: str = "W", psd: bool = True):
     """Validate a layer (W, H, pattern) and return (W, H_sym).
 
-    ``W`` is returned as an ndarray of its own dtype (float32 or float64, never converted);
-    ``H_sym`` is the float64 symmetric part of ``H``.
+    ``W`` is returned as it came (float32 or float64, NumPy or torch, never converted);
+    ``H_sym`` is the float64 symmetric part of ``H`` in the same array library. The PSD test
+    uses the precision ``H`` was given in (:func:`sparseopt.validation.psd_tolerance`).
     """
-    W = np.asarray(W)
+    if not (hasattr(W, "shape") and hasattr(W, "dtype")):
+        W = check_float_array(W, name)
     if W.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D weight matrix (d_out, d_in), got shape {W.shape}")
-    if W.dtype not in (np.float32, np.float64):
-        raise ValueError(f"{name} must be float32 or float64, got dtype {W.dtype}")
-    check_finite(W, name)
+        raise ValueError(f"{name} must be a 2-D weight matrix (d_out, d_in), got shape "
+                         f"{tuple(W.shape)}")
+    check_float_array(W, name)
     if isinstance(pattern, NM):
         if W.shape[1] % pattern.m != 0:
             raise ValueError(
@@ -99,29 +59,21 @@ def check_layer(W, H, pattern, *, name: str = "W", psd: bool = True):
             )
     elif not isinstance(pattern, TopK):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
+    if not (hasattr(H, "shape") and hasattr(H, "dtype")):
+        H = check_square(H, "H", W.shape[1])
+    namespace(W, H)  # one array library for both
+    given = H.dtype
     Hs = check_hessian(H, W.shape[1])
     if psd:
-        check_psd(Hs)
+        check_psd(Hs, dtype=given)
     return W, Hs
 
 
-def gamma_max(H: np.ndarray) -> float:
-    """Largest eigenvalue of the symmetric PSD matrix ``H`` (float64).
-
-    Dense LAPACK (``eigh`` with ``subset_by_index``) up to d = 1024, Lanczos (``eigsh``)
-    beyond, where a full tridiagonalisation would dominate the cost.
-    """
-    H = np.asarray(H, dtype=np.float64)
-    d = H.shape[0]
-    if d == 0:
-        return 0.0
-    if d <= _DENSE_EIG_MAX:
-        return float(scipy.linalg.eigh(H, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
-    from scipy.sparse.linalg import eigsh  # only for large layers; keeps `import sparseopt` light
-
-    v0 = np.ones(d) / np.sqrt(d)  # fixed start: deterministic
-    val = eigsh(H, k=1, which="LA", tol=1e-10, v0=v0, return_eigenvectors=False)
-    return float(val[0])
+def gamma_max(H) -> float:
+    """Largest eigenvalue gamma_max of the symmetric PSD layer Hessian ``H`` (float64):
+    :func:`sparseopt.linalg.lambda_max`. The local loss has a 2 gamma_max(H)-Lipschitz
+    gradient."""
+    return lambda_max(H)
 
 
 def layer_loss(W, W_star, H) -> float:
@@ -148,17 +100,23 @@ def layer_loss(W, W_star, H) -> float:
     >>> layer_loss(np.zeros((1, 2)), np.ones((1, 2)), np.eye(2))
     2.0
     """
-    W = np.asarray(W)
-    W_star = np.asarray(W_star)
+    if not (hasattr(W, "shape") and hasattr(W, "dtype")):
+        W = check_float_array(W, "W")
+    if not (hasattr(W_star, "shape") and hasattr(W_star, "dtype")):
+        W_star = check_float_array(W_star, "W_star")
     if W.ndim != 2:
-        raise ValueError(f"W must be 2-D, got shape {W.shape}")
+        raise ValueError(f"W must be 2-D, got shape {tuple(W.shape)}")
     if W_star.shape != W.shape:
-        raise ValueError(f"W_star has shape {W_star.shape}, expected {W.shape} (shape of W)")
-    H = np.asarray(H, dtype=np.float64)
-    if H.shape != (W.shape[1], W.shape[1]):
-        raise ValueError(f"H has shape {H.shape}, expected {(W.shape[1], W.shape[1])}")
-    D = W.astype(np.float64) - W_star.astype(np.float64)
-    return float(np.sum((D @ H) * D))
+        raise ValueError(f"W_star has shape {tuple(W_star.shape)}, expected {tuple(W.shape)} "
+                         "(shape of W)")
+    if not (hasattr(H, "shape") and hasattr(H, "dtype")):
+        H = check_square(H, "H")
+    if tuple(H.shape) != (W.shape[1], W.shape[1]):
+        raise ValueError(f"H has shape {tuple(H.shape)}, expected {(W.shape[1], W.shape[1])}")
+    xp = namespace(W, W_star, H)
+    f64 = xp.float64
+    D = xp.astype(W, f64) - xp.astype(W_star, f64)
+    return float(xp.sum((D @ xp.astype(H, f64)) * D))
 
 
 def _masked_gd(W, W_star, H, mask, steps, step, record=False):
@@ -167,34 +125,36 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     Works in the dtype of ``W``. ``losses[k]`` is L at the k-th iterate (k = 0..steps-1),
     read off the gradient product for free: L(W) = sum((W H - W* H) * (W - W*)).
     """
+    xp = namespace(W, H)
     dt = W.dtype
-    Hd = H.astype(dt, copy=False)
-    maskd = mask.astype(dt)
+    Hd = xp.astype(H, dt, copy=False)
+    maskd = xp.astype(mask, dt)
     Wk = W * maskd
-    Ws = W_star.astype(dt, copy=False)
+    Ws = xp.astype(W_star, dt, copy=False)
     GS = Ws @ Hd  # W* H, fixed (eq. 18)
-    two_eta = dt.type(2.0 * step)
+    two_eta = 2.0 * step
     losses = np.empty(steps if record else 0)
     for k in range(steps):
         R = Wk @ Hd - GS  # = (W - W*) H
         if record:  # float64 accumulation without float64 temporaries
-            losses[k] = float(np.einsum("ij,ij->i", R, Wk - Ws, dtype=np.float64).sum())
+            losses[k] = frob_inner(R, Wk - Ws)
         Wk -= two_eta * (maskd * R)
     return Wk, losses
 
 
-def masked_gd(W, W_star, H, mask, steps, step=None) -> np.ndarray:
+def masked_gd(W, W_star, H, mask, steps, step=None):
     """Masked gradient descent on the local loss (prox24-kubler eq. 5).
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
-        Starting weights; entries outside ``mask`` are zeroed first.
-    W_star : array_like, shape (d_out, d_in)
-        Dense reference weights.
-    H : array_like, shape (d_in, d_in)
+    W : array, shape (d_out, d_in), float32 or float64
+        Starting weights; entries outside ``mask`` are zeroed first. NumPy array or torch
+        tensor (then computed with torch on its device).
+    W_star : array, shape (d_out, d_in)
+        Dense reference weights (same array library as ``W``).
+    H : array, shape (d_in, d_in)
         Layer Hessian (symmetrised, checked PSD).
-    mask : array_like of bool, shape (d_out, d_in)
+    mask : bool array, shape (d_out, d_in)
         Frozen support M.
     steps : int
         Number of updates, ``>= 0``.
@@ -204,8 +164,8 @@ def masked_gd(W, W_star, H, mask, steps, step=None) -> np.ndarray:
 
     Returns
     -------
-    ndarray
-        The updated weights, same dtype as ``W``, zero outside ``mask``.
+    array
+        The updated weights, same dtype, library and device as ``W``, zero outside ``mask``.
 
     Notes
     -----
@@ -214,29 +174,33 @@ def masked_gd(W, W_star, H, mask, steps, step=None) -> np.ndarray:
     w_S = H_SS^+ H_{S,:} w*. Inputs are not modified. If H = 0 the loss is identically zero
     and W is returned masked, unchanged.
     """
-    W = np.asarray(W)
-    if W.ndim != 2 or W.dtype not in (np.float32, np.float64):
-        raise ValueError(f"W must be a 2-D float32 or float64 array, got {W.shape} {W.dtype}")
-    W_star = np.asarray(W_star)
+    if not (hasattr(W, "shape") and hasattr(W, "dtype")):
+        W = check_float_array(W, "W")
+    if W.ndim != 2:
+        raise ValueError(f"W must be a 2-D float32 or float64 array, got {tuple(W.shape)} "
+                         f"{W.dtype}")
+    check_float_array(W, "W")
+    if not (hasattr(W_star, "shape") and hasattr(W_star, "dtype")):
+        W_star = check_float_array(W_star, "W_star")
     if W_star.shape != W.shape:
-        raise ValueError(f"W_star has shape {W_star.shape}, expected {W.shape} (shape of W)")
-    check_finite(W, "W")
+        raise ValueError(f"W_star has shape {tuple(W_star.shape)}, expected {tuple(W.shape)} "
+                         "(shape of W)")
     check_finite(W_star, "W_star")
-    Hs = check_hessian(H, W.shape[1])
-    check_psd(Hs)
-    mask = np.asarray(mask)
+    _, Hs = check_layer(W, H, TopK(W.shape[1]))
+    if not (hasattr(mask, "shape") and hasattr(mask, "dtype")):
+        mask = np.asarray(mask)
+    xp = namespace(W, W_star, mask)
     if mask.shape != W.shape:
-        raise ValueError(f"mask has shape {mask.shape}, expected {W.shape}")
-    if mask.dtype != bool:
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected {tuple(W.shape)}")
+    if mask.dtype != xp.bool:
         raise ValueError(f"mask must be a boolean array, got dtype {mask.dtype}")
-    if not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    steps = check_int(steps, "steps", minimum=0)
     if step is None:
         g = gamma_max(Hs)
         if g <= 0:
-            return np.where(mask, W, np.zeros((), W.dtype))
+            return xp.where(mask, W, zero(W))
         step = 1.0 / (2.0 * g)
-    elif not np.isfinite(step) or step <= 0:
-        raise ValueError(f"step must be a positive finite number, got {step!r}")
-    out, _ = _masked_gd(W, W_star, Hs, mask, int(steps), float(step))
+    else:
+        step = check_real(step, "step", positive=True)
+    out, _ = _masked_gd(W, W_star, Hs, mask, steps, step)
     return out

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import namespace, zero
+from ..patterns import NM, TopK
 from .loss import gamma_max
+from .registry import register
+from .result import PruneResult
 
 __all__ = ["maiht_prune"]
 
 
+@register("maiht", patterns=(NM, TopK), order=50)
 def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iters=30,
                 normalize=True, tol=1e-8):
-    """Prune with monotone accelerated IHT on the normalised layer problem, by calling
-    :func:`sparseopt.solvers.maiht` on :class:`sparseopt.objectives.LayerLoss`.
+    """Monotone accelerated IHT with refinement on the normalised layer (maiht-wen Alg. 1).
+
+    Calls :func:`sparseopt.solvers.maiht` on :class:`sparseopt.objectives.LayerLoss`.
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
+    W : array, shape (d_out, d_in), float32 or float64
         Dense weights W* (validated by the caller). Not modified.
-    H : ndarray, shape (d_in, d_in)
+    H : array, shape (d_in, d_in)
         Symmetric PSD Hessian (float64).
     pattern : NM or TopK
         Constraint set S of App. D.3 (the prox of its indicator is the projection).
@@ -38,7 +44,7 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
 
     Returns
     -------
-    W_pruned, mask, history, info
+    PruneResult
         ``history`` is the solver's (``objective``, ``loss``, ``support``, ``step``,
         ``residual``, ``time``, ``accepted``; index 0 is W*). ``loss`` equals L of the
         un-normalised iterate (the normalisation leaves L invariant). ``mask`` keeps n
@@ -70,18 +76,19 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     for name, val in (("iters", iters), ("refine_iters", refine_iters)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {val!r}")
+    xp = namespace(W, H)
     dt = W.dtype
     if normalize:
-        diag = 2.0 * np.diag(H)
-        e_inv = np.sqrt(np.where(diag > 0, diag, 1.0))  # E^{-1}
+        diag = 2.0 * xp.linalg.diagonal(H)
+        e_inv = xp.sqrt(xp.where(diag > 0, diag, xp.ones_like(diag)))  # E^{-1}
     else:
-        e_inv = np.ones(W.shape[1])
-    W_e = W * e_inv[None, :].astype(dt)
-    H_e = (H / np.outer(e_inv, e_inv)).astype(dt)
-    g = gamma_max(H_e.astype(np.float64))
+        e_inv = xp.ones(W.shape[1], dtype=xp.float64, device=H.device)
+    W_e = W * xp.astype(e_inv[None, :], dt)
+    H_e = xp.astype(H / (e_inv[:, None] * e_inv[None, :]), dt)
+    g = gamma_max(xp.astype(H_e, xp.float64))
     if g <= 0:  # H = 0: every W has loss 0; the projection is as good as anything
-        W_out = pattern.project(W)
-        return W_out, pattern.mask(W), {}, {"nit": 0, "stop_reason": "H = 0"}
+        return PruneResult(x=pattern.project(W), mask=pattern.mask(W), stop_reason="H = 0",
+                           info={"nit": 0, "stop_reason": "H = 0"})
     # Remark 2.3: eq. 5 is problem (2) with X'X <- X'X + mu I, so Sec. 4's ||X'X||_2 is read
     # for the problem actually solved; this keeps alpha < 1/L (Lemma 3.2). With ||2H|| alone
     # the step overshoots when 2 E H E is close to I (e.g. diagonal H) and flips masks.
@@ -89,10 +96,11 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     f = LayerLoss(W_e, H_e, check_psd=False)
     res = maiht(f, pattern=pattern, step=step, mu=float(mu), max_iter=int(iters),
                 refine_steps=int(refine_iters), tol=tol)
-    X = np.asarray(res.x, dtype=dt)
-    W_out = (X / e_inv[None, :].astype(dt)).astype(dt, copy=False)
+    X = xp.astype(res.x, dt, copy=False)
+    W_out = xp.astype(X / xp.astype(e_inv[None, :], dt), dt, copy=False)
     mask = pattern.mask(W_out)
-    W_out = np.where(mask, W_out, np.zeros((), dt))
+    W_out = xp.where(mask, W_out, zero(W_out))
     info = {"nit": res.nit, "stop_reason": res.stop_reason, "step": step, "mu": float(mu),
             "normalize": bool(normalize), "solver_info": dict(res.info)}
-    return W_out, mask, dict(res.history), info
+    return PruneResult(x=W_out, mask=mask, nit=res.nit, stop_reason=res.stop_reason,
+                       history=dict(res.history), info=info)

@@ -6,8 +6,12 @@ import time
 
 import numpy as np
 
+from ..backend import device, kernel, namespace, zero
+from ..linalg import frob_inner
 from ..patterns import NM
 from .loss import gamma_max
+from .registry import register
+from .result import PruneResult
 
 __all__ = ["prox_prune", "rescale_wanda", "DEFAULT_LAM0", "DEFAULT_BETA", "DEFAULT_MAX_ITER"]
 
@@ -28,26 +32,13 @@ def rescale_wanda(W_star, H):
     row and column of a PSD H are zero). For any W, L(W) = L_tilde(W * s): the loss is
     invariant and the map back is W = W_tilde / s.
     """
-    diag = np.diag(H)
-    s = np.sqrt(np.where(diag > 0, diag, 1.0))
-    return W_star * s[None, :].astype(W_star.dtype), H / np.outer(s, s), s
+    xp = namespace(W_star, H)
+    diag = xp.linalg.diagonal(H)
+    s = xp.sqrt(xp.where(diag > 0, diag, xp.ones_like(diag)))
+    return W_star * xp.astype(s[None, :], W_star.dtype), H / (s[:, None] * s[None, :]), s
 
 
-def _nm_fraction(W, n, m):
-    """Fraction of groups with at most n nonzeros (m slice additions of a small int type
-    are ~8x faster than count_nonzero along a short last axis)."""
-    nz = (W != 0).reshape(W.shape[0], -1, m).view(np.uint8)
-    count = nz[..., 0].astype(np.uint8 if m < 256 else np.int32)
-    for t in range(1, m):
-        count += nz[..., t]
-    return float(np.mean(count <= n))
-
-
-def _frob_inner(A, B) -> float:
-    """sum(A * B) accumulated in float64 without float64 temporaries."""
-    return float(np.einsum("ij,ij->i", A, B, dtype=np.float64).sum())
-
-
+@register("prox", order=40)
 def prox_prune(
     W,
     H,
@@ -62,14 +53,16 @@ def prox_prune(
     prox_tol=None,
     verbose=None,
 ):
-    """Matrix prox pruner: gradient steps on L alternated with the N:M prox, with a growing
-    lambda, until W is N:M sparse (prox24-kubler Alg. 2).
+    """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2).
+
+    The matrix prox pruner: gradient steps on L alternated with the N:M prox, with a growing
+    lambda, until W is N:M sparse.
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
+    W : array, shape (d_out, d_in), float32 or float64
         Dense weights W* (validated by the caller). Not modified.
-    H : ndarray, shape (d_in, d_in)
+    H : array, shape (d_in, d_in)
         Symmetric PSD Hessian (float64).
     pattern : NM
         N:M pattern, ``n < m`` (``n == m`` returns W* unchanged).
@@ -87,7 +80,8 @@ def prox_prune(
         Iteration cap. If W is still not N:M after it, W is projected onto the pattern
         (``pattern.project``) and ``info["projected"]`` is True.
     prox_method : {"alm", "pgd", "ipm"}, default "alm"
-        Solver of :func:`sparseopt.prox.prox_nm`.
+        Solver of :func:`sparseopt.prox.prox_nm` (tensors on an accelerator: "alm" for 2:4,
+        the torch kernel).
     prox_tol : float, optional
         ``tol`` of ``prox_nm`` (its default when None).
     verbose : bool, optional
@@ -96,10 +90,10 @@ def prox_prune(
 
     Returns
     -------
-    W_pruned, mask, history, info
+    PruneResult
         ``history`` has one row per iteration k = 1..K: ``lam`` (the lambda_{k-1} used in
-        step k), ``loss`` (L of the k-th iterate, float64; the rescaling leaves L
-        invariant), ``nm_fraction`` (fraction of groups with <= n nonzeros) and ``time``
+        step k), ``loss`` and ``objective`` (both L of the k-th iterate, float64; the
+        rescaling leaves L invariant), ``nm_fraction`` (fraction of groups with <= n nonzeros) and ``time``
         (seconds since the start). ``mask`` keeps n entries in every group: the support of
         the final W, filled up with zero entries (ties to the smaller index), so that
         masked gradient steps ("+GD") may use all n slots.
@@ -127,7 +121,7 @@ def prox_prune(
     ----------
     Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, eq. 4, 5, 15.
     """
-    from ..prox import prox_nm  # numba kernels: imported on first use
+    from .. import prox as _prox  # noqa: F401  (registers the NumPy kernel "prox_nm")
 
     if not isinstance(pattern, NM):
         raise ValueError(f"prox supports NM patterns only, got pattern={pattern!r}")
@@ -141,17 +135,22 @@ def prox_prune(
         raise ValueError(f"beta must be a finite number > 1, got {beta!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
         raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    xp = namespace(W, H)
     dt = W.dtype
     if n >= m:
-        mask = np.ones(W.shape, dtype=bool)
-        return W.copy(), mask, {}, {"nit": 0, "stop_reason": "n == m: nothing to prune"}
+        mask = xp.ones(W.shape, dtype=xp.bool, device=device(W))
+        return PruneResult(x=xp.asarray(W, copy=True), mask=mask,
+                           stop_reason="n == m: nothing to prune", info={"nit": 0,
+                           "stop_reason": "n == m: nothing to prune"})
+    prox_nm = kernel("prox_nm", W)
 
     if rescale:
         Wt_star, Ht, s = rescale_wanda(W, H)
     else:
-        Wt_star, Ht, s = W.copy(), H, np.ones(W.shape[1])
+        Wt_star, Ht, s = xp.asarray(W, copy=True), H, xp.ones(W.shape[1], dtype=xp.float64,
+                                                               device=device(W))
     if lam_tilde is not None:
-        mean_abs = float(np.mean(np.abs(Wt_star)))
+        mean_abs = float(xp.mean(xp.abs(Wt_star)))
         if mean_abs == 0:
             raise ValueError("lam_tilde needs mean|W*| > 0 (eq. 15); W* is all zeros")
         lam0 = lam_tilde / mean_abs
@@ -159,18 +158,18 @@ def prox_prune(
         lam0 = DEFAULT_LAM0
     g = gamma_max(Ht)
     eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
-    Hd = Ht.astype(dt)
+    Hd = xp.astype(Ht, dt)
     GS = Wt_star @ Hd  # W* H, fixed
-    two_eta = dt.type(2.0 * eta)
+    two_eta = 2.0 * eta
 
     hist = {"lam": [], "loss": [], "nm_fraction": [], "time": []}
     t0 = time.perf_counter()
-    Wk = Wt_star.copy()
+    Wk = xp.asarray(Wt_star, copy=True)
     lam = float(lam0)
     k = 0
     bar = None
     if verbose is None:
-        verbose = W.size >= VERBOSE_MIN_SIZE
+        verbose = W.shape[0] * W.shape[1] >= VERBOSE_MIN_SIZE
     if verbose:
         from tqdm.auto import tqdm
 
@@ -180,12 +179,12 @@ def prox_prune(
         R = Wk @ Hd
         R -= GS  # (W - W*) H
         if k > 0:  # loss of the previous iterate, free from the gradient product
-            hist["loss"].append(_frob_inner(R, Wk - Wt_star))
+            hist["loss"].append(frob_inner(R, Wk - Wt_star))
         R *= -two_eta
         R += Wk  # gradient step (eq. 4), in place
         Wk = prox_nm(R, lam, n, m, method=prox_method, tol=prox_tol)
         hist["lam"].append(lam)
-        frac = _nm_fraction(Wk, n, m)
+        frac = pattern.satisfied_fraction(Wk)
         hist["nm_fraction"].append(frac)
         hist["time"].append(time.perf_counter() - t0)
         k += 1
@@ -197,21 +196,23 @@ def prox_prune(
                 bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}", loss=f"{hist['loss'][-1]:.4g}",
                                 nm=f"{frac:.3f}")
     if k > 0:
-        D = (Wk - Wt_star).astype(np.float64)
-        hist["loss"].append(_frob_inner(D @ Ht, D))
+        D = xp.astype(Wk - Wt_star, xp.float64)
+        hist["loss"].append(frob_inner(D @ Ht, D))
     if bar is not None:
         bar.close()
     projected = not done
     if projected:
         Wk = pattern.project(Wk)
     stop = "W is N:M" if done else "max_iter (projected onto the pattern)"
-    W_out = (Wk / s[None, :].astype(dt)).astype(dt, copy=False)
+    W_out = xp.astype(Wk / xp.astype(s[None, :], dt), dt, copy=False)
     mask = pattern.mask(W_out)
-    W_out = np.where(mask, W_out, np.zeros((), dt))
+    W_out = xp.where(mask, W_out, zero(W_out))
     info = {
         "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
         "beta": float(beta), "lam_final": hist["lam"][-1] if k else float(lam0),
         "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
     }
     history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
-    return W_out, mask, history, info
+    if k:
+        history["objective"] = history["loss"]
+    return PruneResult(x=W_out, mask=mask, nit=k, stop_reason=stop, history=history, info=info)

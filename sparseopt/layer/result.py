@@ -1,55 +1,71 @@
-"""The result object of :func:`sparseopt.prune`."""
+"""The result of :func:`sparseopt.prune` and of every layer method."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
+from ..result import Result
 
 __all__ = ["PruneResult"]
 
 
-@dataclass
-class PruneResult:
-    """Pruned layer and how it was obtained.
+@dataclass(repr=False)
+class PruneResult(Result):
+    """Pruned layer and how it was obtained (a :class:`~sparseopt.result.Result`).
+
+    A layer method returns one with ``x`` (the pruned weights) and ``mask`` set, and
+    ``nit``, ``stop_reason``, ``history``, ``info`` where it has them; :func:`sparseopt.prune`
+    fills in the loss, the relative loss, the time and the method name.
 
     Attributes
     ----------
-    W : ndarray, shape (d_out, d_in)
-        Pruned weights, in the dtype of the input weights.
-    mask : ndarray of bool, shape (d_out, d_in)
+    x, W : array, shape (d_out, d_in)
+        Pruned weights, in the dtype, array library and device of the input weights
+        (``W`` is ``x``).
+    mask : bool array, shape (d_out, d_in)
         Support of ``W`` as chosen by the method (``W`` is zero outside it; it may also hold
         zeros inside it).
-    loss : float
-        Local squared loss Tr((W - W*) H (W - W*)') in float64 (prox24-kubler eq. 2).
+    fun, loss : float
+        Local squared loss Tr((W - W*) H (W - W*)') in float64 (prox24-kubler eq. 2);
+        ``loss`` is ``fun``.
     rel_loss : float
         ``loss / Tr(W* H W*')``: 1.0 is the loss of pruning everything; 0.0 if both are 0,
         ``inf`` if only the denominator is 0.
+    nit, stop_reason : int, str
+        Iterations of the method and why it stopped (0 and "" for one-shot methods).
     history : dict of str -> ndarray
-        Per-iteration records of iterative methods (empty for one-shot methods), e.g.
-        ``lam``, ``loss``, ``nm_fraction``, ``time`` for prox; ``refine_loss`` holds the
-        loss before each masked gradient step when ``refine_steps > 0``.
+        Per-iteration records of iterative methods (empty for one-shot methods), always with
+        ``objective`` (the local loss L of the iterate) and ``time``; e.g. ``lam``, ``loss``,
+        ``nm_fraction`` for prox. ``refine_loss`` holds the loss before each masked gradient
+        step when ``refine_steps > 0``.
     time : float
         Wall time in seconds of the method itself plus its refinement (input validation and
         the final loss evaluation are excluded).
     method : str
-        Name of the method as passed to ``prune`` (``"wanda"``, ``"prox"``, ...); whether
-        masked gradient refinement ("+GD") ran is ``info["refine_steps"] > 0``.
+        Name of the method (``"wanda"``, ``"prox"``, ..., or the callable's ``__name__``);
+        whether masked gradient refinement ("+GD") ran is ``info["refine_steps"] > 0``.
     info : dict
-        Method details (options in force, iteration counts, stop reason, ...).
+        Method details (options in force, stop reason, ...).
     """
 
-    W: np.ndarray
-    mask: np.ndarray
-    loss: float
-    rel_loss: float
-    history: dict = field(default_factory=dict)
+    mask: Any = None
+    rel_loss: float = math.nan
     time: float = 0.0
     method: str = ""
-    info: dict = field(default_factory=dict)
+
+    @property
+    def W(self):
+        return self.x
+
+    @property
+    def loss(self) -> float:
+        return self.fun
 
     def __repr__(self):
         return (
-            f"PruneResult(method={self.method!r}, shape={self.W.shape}, dtype={self.W.dtype}, "
-            f"loss={self.loss:.6g}, rel_loss={self.rel_loss:.6g}, time={self.time:.3g}s)"
+            f"PruneResult(method={self.method!r}, shape={tuple(self.W.shape)}, "
+            f"dtype={self.W.dtype}, loss={self.loss:.6g}, rel_loss={self.rel_loss:.6g}, "
+            f"time={self.time:.3g}s)"
         )

@@ -9,72 +9,22 @@ which is read off a single upper Cholesky factor U of H^{-1}.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 from numba import njit
 
+from ..backend import ascontiguous, device, namespace, register_kernel, kernel, zero
+from ..linalg import inverse_hessian_factor
 from ..patterns import NM
+from .registry import register
+from .result import PruneResult
 
 __all__ = ["sparsegpt_prune", "inverse_hessian_factor"]
-
-
-def inverse_hessian_factor(H, *, percdamp=0.01, dtype=np.float64):
-    """Upper Cholesky factor U of (H_damped)^{-1} = U' U, and the dead-input mask.
-
-    Parameters
-    ----------
-    H : ndarray, shape (d, d)
-        Symmetric Hessian (float64). Not modified.
-    percdamp : float
-        Damping: ``percdamp * mean(diag(H))`` is added to the diagonal.
-    dtype : float32 or float64
-        Precision of the factorisation (SparseGPT works in the dtype of the weights).
-
-    Returns
-    -------
-    U : ndarray, shape (d, d), upper triangular, dtype ``dtype``
-    dead : ndarray of bool, shape (d,)
-        Inputs with H_jj = 0 (never active); their diagonal entry is set to 1.
-    damp : float
-        The value added to the diagonal.
-
-    Notes
-    -----
-    Row j of U, divided by U_jj, is the first row of (H_{F,F})^{-1} / [(H_{F,F})^{-1}]_{00}
-    with F = {j, ..., d-1}: the OBS update direction after columns 0..j-1 are fixed, and
-    U_jj^2 = [(H_{F,F})^{-1}]_{00} (Frantar & Alistarh 2023, Sec. 3.2, "Hessian synchronization").
-    The reference code computes cholesky(H), cholesky_inverse, cholesky(upper). We take the
-    equivalent shorter route: with P the reversal permutation and P H P = L L' (lower),
-    H^{-1} = (P L^{-T} P)(P L^{-1} P), and P L^{-1} P is upper triangular with a positive
-    diagonal, hence the unique upper Cholesky factor of H^{-1}. One Cholesky and one
-    triangular inverse instead of two Cholesky factorisations and an inverse.
-    """
-    if not np.isfinite(percdamp) or percdamp < 0:
-        raise ValueError(f"percdamp must be a non-negative finite number, got {percdamp!r}")
-    H = np.array(H, dtype=np.float64)  # copy
-    d = H.shape[0]
-    diag = np.diag(H).copy()
-    dead = diag == 0
-    diag[dead] = 1.0
-    damp = percdamp * float(np.mean(diag)) if d else 0.0
-    H[np.diag_indices(d)] = diag + damp
-    Hr = np.ascontiguousarray(H[::-1, ::-1], dtype=dtype)
-    potrf, trtri = scipy.linalg.get_lapack_funcs(("potrf", "trtri"), (Hr,))
-    L, info = potrf(Hr, lower=1, clean=1, overwrite_a=1)
-    if info != 0:
-        raise ValueError(
-            f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {info}); "
-            f"H is not positive semidefinite, or increase percdamp (now {percdamp})"
-        )
-    Linv, info = trtri(L, lower=1, overwrite_c=1)
-    if info != 0:
-        raise ValueError(f"inverting the Cholesky factor of H failed (LAPACK info {info})")
-    return np.ascontiguousarray(Linv[::-1, ::-1]), dead, damp
 
 
 #: Lazy-update block width of the reference implementation.
 DEFAULT_BLOCKSIZE = 128
 
 
+@register_kernel("sparsegpt_sweep", "numpy")
 @njit(cache=True)
 def _sweep_block(W1, U1, n, m, keep1, Err1):
     """OBS sweep inside one block (in place). W1: (B, d_out) columns of W as rows, U1: the
@@ -135,14 +85,17 @@ def _sweep_block_numpy(W1, U1, n, m, keep1, Err1):
             W1[g + m:] -= U1[g:g + m, g + m:].T @ Err1[g:g + m]
 
 
+@register("sparsegpt", psd=False, order=30)
 def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
-    """SparseGPT (Frantar & Alistarh 2023) with the N:M mask selection of its reference code.
+    """SparseGPT: the OBS column sweep with lazy block updates (Frantar & Alistarh 2023).
+
+    With the N:M mask selection of its reference code.
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in), float32 or float64
+    W : array, shape (d_out, d_in), float32 or float64
         Dense weights W* (validated by the caller). Not modified.
-    H : ndarray, shape (d_in, d_in)
+    H : array, shape (d_in, d_in)
         Symmetric Hessian in float64. Only H + damping needs to be positive definite.
     pattern : NM
         N:M pattern along the rows.
@@ -154,7 +107,8 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
 
     Returns
     -------
-    W_pruned, mask, history, info
+    PruneResult
+        ``x``, ``mask`` and ``info`` (``percdamp``, ``damp``, ``blocksize``, ``n_dead``).
 
     Notes
     -----
@@ -175,7 +129,8 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
     Ties in the saliency go to the smaller index. Runs in the dtype of ``W`` (like the
     reference code, which runs in float32). Cost: O(d_in^3) for U, O(d_out d_in^2) for the
     between-block updates (BLAS-3) and O(d_out d_in blocksize) inside the blocks (a Numba
-    kernel, ``_sweep_block``; its NumPy twin is ``_sweep_block_numpy``). Small BLAS calls
+    kernel, ``_sweep_block``; its NumPy twin is ``_sweep_block_numpy``; tensors on an
+    accelerator use the torch kernel registered as ``"sparsegpt_sweep"``). Small BLAS calls
     per column are avoided on purpose: on a loaded 2-core machine, thread start-up of many
     tiny threaded GEMMs made the sweep 40x slower.
     """
@@ -186,22 +141,24 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
         blocksize = max(m, DEFAULT_BLOCKSIZE - DEFAULT_BLOCKSIZE % m)
     if not isinstance(blocksize, (int, np.integer)) or blocksize <= 0 or blocksize % m:
         raise ValueError(f"blocksize must be a positive multiple of m={m}, got {blocksize!r}")
+    xp = namespace(W)
     dt = W.dtype
     d_out, d_in = W.shape
     U, dead, damp = inverse_hessian_factor(H, percdamp=percdamp, dtype=dt)
-    Wt = np.array(W.T, dtype=dt, order="C")  # row j of Wt = column j of W, contiguous
+    Wt = ascontiguous(xp.asarray(W.T, copy=True))  # row j of Wt = column j of W, contiguous
     Wt[dead, :] = 0
-    keep = np.zeros((d_in, d_out), dtype=bool)
+    keep = xp.zeros((d_in, d_out), dtype=xp.bool, device=device(W))
+    sweep = kernel("sparsegpt_sweep", W)
     for i1 in range(0, d_in, blocksize):
         i2 = min(i1 + blocksize, d_in)
-        U1 = np.ascontiguousarray(U[i1:i2, i1:i2])
-        Err1 = np.zeros((i2 - i1, d_out), dtype=dt)
+        U1 = ascontiguous(U[i1:i2, i1:i2])
+        Err1 = xp.zeros((i2 - i1, d_out), dtype=dt, device=device(W))
         # Wt[i1:i2] is a C-contiguous view: the kernel updates it in place
-        _sweep_block(Wt[i1:i2], U1, n, m, keep[i1:i2], Err1)
+        sweep(Wt[i1:i2, :], U1, n, m, keep[i1:i2, :], Err1)
         if i2 < d_in:
-            Wt[i2:] -= U[i1:i2, i2:].T @ Err1  # lazy batch update (BLAS-3)
-    mask = np.ascontiguousarray(keep.T)
-    W_out = np.where(mask, Wt.T, np.zeros((), dt))
+            Wt[i2:, :] -= U[i1:i2, i2:].T @ Err1  # lazy batch update (BLAS-3)
+    mask = ascontiguous(keep.T)
+    W_out = xp.where(mask, Wt.T, zero(W))
     info = {"percdamp": float(percdamp), "damp": damp, "blocksize": int(blocksize),
-            "n_dead": int(np.count_nonzero(dead))}
-    return W_out, mask, {}, info
+            "n_dead": int(xp.sum(xp.astype(dead, xp.int64)))}
+    return PruneResult(x=W_out, mask=mask, info=info)

@@ -2,36 +2,46 @@
 
 from __future__ import annotations
 
-import numpy as np
+from ..backend import namespace, zero
+from ..patterns import NM, TopK
+from .registry import register
+from .result import PruneResult
 
 __all__ = ["wanda_scores", "wanda_prune"]
 
 
-def wanda_scores(W, H) -> np.ndarray:
+def wanda_scores(W, H):
     """Wanda scores S_ij = |W_ij| sqrt(H_jj) in float64 (prox24-kubler eq. 3).
 
     H_jj is the mean squared activation of input j; the pruning loss of dropping W_ij alone
     under a diagonal H is S_ij^2.
     """
-    d = np.sqrt(np.maximum(np.diag(np.asarray(H, dtype=np.float64)), 0.0))
-    return np.abs(np.asarray(W, dtype=np.float64)) * d[None, :]
+    if not hasattr(W, "dtype"):
+        import numpy as np
+
+        W, H = np.asarray(W), np.asarray(H)
+    xp = namespace(W, H)
+    diag = xp.linalg.diagonal(xp.astype(H, xp.float64))
+    d = xp.sqrt(xp.clip(diag, min=0.0))
+    return xp.abs(xp.astype(W, xp.float64)) * d[None, :]
 
 
+@register("wanda", patterns=(NM, TopK), order=20)
 def wanda_prune(W, H, pattern):
-    """Keep, in every group of ``pattern`` along each row, the weights with the largest
-    Wanda score and leave them unchanged.
+    """Keep the largest |W_ij| H_jj^{1/2} of every group (Wanda, prox24-kubler eq. 3).
 
     Parameters
     ----------
-    W : ndarray, shape (d_out, d_in)
+    W : array, shape (d_out, d_in)
         Dense weights (validated by the caller).
-    H : ndarray, shape (d_in, d_in)
+    H : array, shape (d_in, d_in)
         Symmetric PSD Hessian; only its diagonal is used.
     pattern : NM or TopK
 
     Returns
     -------
-    W_pruned, mask, history, info
+    PruneResult
+        ``x`` and ``mask``; the kept weights are unchanged.
 
     Notes
     -----
@@ -41,4 +51,4 @@ def wanda_prune(W, H, pattern):
     Sun et al. (2024) use it as a heuristic for any H. Ties go to the smaller index.
     """
     mask = pattern.mask(wanda_scores(W, H))
-    return np.where(mask, W, np.zeros((), W.dtype)), mask, {}, {}
+    return PruneResult(x=namespace(W).where(mask, W, zero(W)), mask=mask)

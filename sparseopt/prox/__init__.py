@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from ..backend import register_kernel
 from ..patterns import check_finite
 from .alm import DEFAULT_MAX_ITER, _run_groups, default_tol
 from .certify import Certificate, certify  # imports CVXPY only when called
@@ -151,6 +152,9 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
             "use method='alm' for general N:M"
         )
     return _sorted_domain(y, lam, n, m, method, tol, max_iter)
+
+
+register_kernel("prox_nm", "numpy")(prox_nm)
 
 
 def _sorted_domain(y, lam, n, m, method, tol, max_iter):

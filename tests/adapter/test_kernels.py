@@ -1,4 +1,6 @@
-"""The torch kernels agree with the NumPy/Numba core (and with brute force) on CPU."""
+"""The torch kernels agree with the NumPy/Numba core (and with brute force) on CPU, and
+``sparseopt.prune`` on torch tensors agrees with NumPy, on the CPU path (Numba kernels on
+views) and on the accelerator path (torch kernels, forced on CPU by ``device_kernels``)."""
 
 import warnings
 
@@ -6,14 +8,16 @@ import numpy as np
 import pytest
 import torch
 
+from sparseopt import prune
+from sparseopt.backend import device_kernels
+from sparseopt.layer import methods
 from sparseopt.layer.loss import masked_gd
-from sparseopt.layer.prox import prox_prune
-from sparseopt.layer.sparsegpt import sparsegpt_prune
-from sparseopt.patterns import NM
+from sparseopt.layer.sparsegpt import _sweep_block, _sweep_block_numpy
+from sparseopt.patterns import NM, TopK
 from sparseopt.prox import prox_nm
 from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import prox_objective
-from sparseopt_torch.kernels import masked_gd_torch, prox24, prox_prune_torch, sparsegpt_torch
+from sparseopt_torch.kernels import prox24, sparsegpt_sweep
 
 # the inputs of tests/test_prox_alm_tied.py (prox24-kubler Fig. 1)
 FIG1 = [[1.6, 1.1, 0.8, 0.5], [1.6, 1.11, 1.1, 1.09], [1.6, 1.59, 1.58, 1.09],
@@ -196,19 +200,31 @@ def _t(a):
 
 
 PRUNE_TOL = {np.float64: 1e-10, np.float32: 2e-4}
+PATHS = ["cpu", "device"]
 
 
+def _run(path, fn, *args, **kwargs):
+    """``fn`` on the CPU path, or inside ``device_kernels()`` (the path of a GPU)."""
+    if path == "device":
+        with device_kernels():
+            return fn(*args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(
     "kwargs",
     [dict(), dict(rescale=False, lam0=0.05), dict(lam_tilde=0.02, beta=1.05)],
 )
-def test_prox_prune_torch_matches_core(dtype, kwargs):
+def test_prox_prune_on_tensors_matches_numpy(path, dtype, kwargs):
     W, H = _layer(8, 32, dtype, seed=1, dead=(5,))
-    Wn, mn, hn, infn = prox_prune(W, H, NM(2, 4), **kwargs)
-    Wt, mt, ht, inft = prox_prune_torch(_t(W), _t(H), **kwargs)
+    rn = prune(W, H, "prox", **kwargs)
+    rt = _run(path, prune, _t(W), _t(H), "prox", **kwargs)
+    hn, infn, ht, inft = rn.history, rn.info, rt.history, rt.info
+    Wt, mt, Wn, mn = rt.W, rt.mask, rn.W, rn.mask
     assert Wt.dtype == _t(W).dtype and mt.dtype == torch.bool
-    assert inft["nit"] == infn["nit"] and inft["nit"] > 1
+    assert inft["nit"] == infn["nit"] and inft["nit"] > 1 and rt.nit == rn.nit
     assert set(inft) == set(infn) and set(ht) == set(hn)
     for key in ("stop_reason", "projected", "rescale", "prox_method", "beta"):
         assert inft[key] == infn[key], key
@@ -226,114 +242,191 @@ def test_prox_prune_torch_matches_core(dtype, kwargs):
     assert np.all(mt.numpy().reshape(-1, 4).sum(axis=1) == 2)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_prox_prune_torch_projection_after_max_iter(dtype):
+def test_prox_prune_on_tensors_projection_after_max_iter(path, dtype):
     W, H = _layer(8, 16, dtype, seed=2)
-    Wn, mn, hn, infn = prox_prune(W, H, NM(2, 4), max_iter=3)
-    Wt, mt, ht, inft = prox_prune_torch(_t(W), _t(H), max_iter=3)
-    assert inft["projected"] and infn["projected"] and inft["nit"] == 3
-    assert inft["stop_reason"] == infn["stop_reason"]
-    np.testing.assert_array_equal(mt.numpy(), mn)
-    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=PRUNE_TOL[dtype], atol=PRUNE_TOL[dtype])
+    rn = prune(W, H, "prox", max_iter=3)
+    rt = _run(path, prune, _t(W), _t(H), "prox", max_iter=3)
+    assert rt.info["projected"] and rn.info["projected"] and rt.info["nit"] == 3
+    assert rt.stop_reason == rn.stop_reason
+    np.testing.assert_array_equal(rt.mask.numpy(), rn.mask)
+    np.testing.assert_allclose(rt.W.numpy(), rn.W, rtol=PRUNE_TOL[dtype], atol=PRUNE_TOL[dtype])
     # max_iter = 0: no iteration, the rescaled W* diag(H)^{1/2} is projected
-    Wt0, mt0, ht0, inf0 = prox_prune_torch(_t(W), _t(H), max_iter=0)
-    assert inf0["nit"] == 0 and ht0["loss"].size == 0
+    r0 = _run(path, prune, _t(W), _t(H), "prox", max_iter=0)
+    assert r0.info["nit"] == 0 and r0.history["loss"].size == 0
     s = np.sqrt(np.diag(H)).astype(dtype)
-    np.testing.assert_array_equal(mt0.numpy(), NM(2, 4).mask(W * s))
-    np.testing.assert_allclose(Wt0.numpy(), np.where(mt0.numpy(), W, 0), rtol=1e-6)
+    np.testing.assert_array_equal(r0.mask.numpy(), NM(2, 4).mask(W * s))
+    np.testing.assert_allclose(r0.W.numpy(), np.where(r0.mask.numpy(), W, 0), rtol=1e-6)
 
 
-def test_prox_prune_torch_already_sparse_and_inputs_untouched():
+@pytest.mark.parametrize("path", PATHS)
+def test_prox_prune_on_tensors_already_sparse_and_inputs_untouched(path):
     W, H = _layer(4, 8, np.float64, seed=3)
     Ws = NM(2, 4).project(W)
-    Wt, mt, ht, inft = prox_prune_torch(_t(Ws), _t(H))
-    assert inft["nit"] == 0 and inft["stop_reason"] == "W is N:M"
-    np.testing.assert_array_equal(mt.numpy(), NM(2, 4).mask(Ws))
-    np.testing.assert_array_equal(Wt.numpy(), prox_prune(Ws, H, NM(2, 4))[0])
+    rt = _run(path, prune, _t(Ws), _t(H), "prox")
+    assert rt.info["nit"] == 0 and rt.stop_reason == "W is N:M"
+    np.testing.assert_array_equal(rt.mask.numpy(), NM(2, 4).mask(Ws))
+    np.testing.assert_array_equal(rt.W.numpy(), prune(Ws, H, "prox").W)
     Wc, Hc = _t(W), _t(H)
     W0, H0 = Wc.clone(), Hc.clone()
-    prox_prune_torch(Wc, Hc)
+    _run(path, prune, Wc, Hc, "prox")
     assert torch.equal(Wc, W0) and torch.equal(Hc, H0)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("step", [None, 0.01])
-def test_masked_gd_torch_matches_core(dtype, step):
+def test_masked_gd_on_tensors_matches_numpy(path, dtype, step):
     W, H = _layer(8, 32, dtype, seed=4, dead=(0,))
     mask = NM(2, 4).mask(np.random.default_rng(0).standard_normal(W.shape))
     W0 = np.where(mask, W, 0).astype(dtype) + 0.1
     Wn = masked_gd(W0, W, H, mask, 40, step)
-    Wt = masked_gd_torch(_t(W0), _t(W), _t(H), _t(mask), 40, step)
+    Wt = _run(path, masked_gd, _t(W0), _t(W), _t(H), _t(mask), 40, step)
     assert Wt.dtype == _t(W0).dtype
     assert not np.any(Wt.numpy()[~mask])
     tol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(Wt.numpy(), Wn, rtol=tol, atol=tol)
     # steps = 0: W masked, unchanged
-    np.testing.assert_array_equal(masked_gd_torch(_t(W0), _t(W), _t(H), _t(mask), 0).numpy(),
+    np.testing.assert_array_equal(masked_gd(_t(W0), _t(W), _t(H), _t(mask), 0).numpy(),
                                   np.where(mask, W0, 0))
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n, m, blocksize, d_in", [(2, 4, 16, 64), (2, 4, 128, 256),
                                                     (1, 4, 8, 32), (4, 8, 16, 48)])
-def test_sparsegpt_torch_matches_core(dtype, n, m, blocksize, d_in):
+def test_sparsegpt_on_tensors_matches_numpy(path, dtype, n, m, blocksize, d_in):
     W, H = _layer(24, d_in, dtype, seed=5, dead=(3, 17))
-    Wn, mn, _, _ = sparsegpt_prune(W, H, NM(n, m), blocksize=blocksize)
-    Wt, mt = sparsegpt_torch(_t(W), _t(H), n=n, m=m, blocksize=blocksize)
-    assert Wt.dtype == _t(W).dtype
-    np.testing.assert_array_equal(mt.numpy(), mn)
+    rn = prune(W, H, "sparsegpt", NM(n, m), blocksize=blocksize)
+    rt = _run(path, prune, _t(W), _t(H), "sparsegpt", NM(n, m), blocksize=blocksize)
+    assert rt.W.dtype == _t(W).dtype
+    np.testing.assert_array_equal(rt.mask.numpy(), rn.mask)
     tol = 1e-10 if dtype == np.float64 else 1e-4
-    np.testing.assert_allclose(Wt.numpy(), Wn, rtol=tol, atol=tol * np.abs(W).max())
-    assert NM(n, m).satisfied(Wt.numpy())
-    assert not np.any(Wt.numpy()[:, [3, 17]])  # dead inputs are zero
+    np.testing.assert_allclose(rt.W.numpy(), rn.W, rtol=tol, atol=tol * np.abs(W).max())
+    assert NM(n, m).satisfied(rt.W.numpy())
+    assert not np.any(rt.W.numpy()[:, [3, 17]])  # dead inputs are zero
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sparsegpt_sweep_kernels_agree(dtype):
+    """The in-block sweep: Numba kernel, NumPy twin and torch kernel, with ties, zeros and
+    signs in the block."""
+    rng = np.random.default_rng(7)
+    B, d_out, n, m = 16, 12, 2, 4
+    W1 = rng.choice([-2.0, -1.0, 0.0, 1.0, 2.0], (B, d_out)) + 0.1 * rng.standard_normal((B, 1))
+    W1[:, 0] = 1.0  # a row of exact ties
+    A = rng.standard_normal((B, B))
+    U1 = np.triu(A) + B * np.eye(B)
+    outs = []
+    for kern, conv in ((_sweep_block, np.asarray), (_sweep_block_numpy, np.asarray),
+                       (sparsegpt_sweep, _t)):
+        Wb, Ub = conv(W1.astype(dtype).copy()), conv(U1.astype(dtype))
+        keep = conv(np.zeros((B, d_out), dtype=bool))
+        err = conv(np.zeros((B, d_out), dtype=dtype))
+        kern(Wb, Ub, n, m, keep, err)
+        outs.append(tuple(np.asarray(x) for x in (Wb, keep, err)))
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for W_b, keep_b, err_b in outs[1:]:
+        np.testing.assert_array_equal(keep_b, outs[0][1])
+        np.testing.assert_allclose(W_b, outs[0][0], rtol=tol, atol=tol)
+        np.testing.assert_allclose(err_b, outs[0][2], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("method", [m for m in ("magnitude", "wanda", "sparsegpt", "prox",
+                                                "maiht", "iobs")])
+def test_every_method_on_tensors_matches_numpy(path, dtype, method):
+    """The acceptance of the one-core issue: torch CPU tensors in, torch tensors out, the
+    same mask as NumPy, the loss within 1e-10 relative in float64."""
+    if path == "device" and method == "maiht":
+        pytest.skip("maiht has no accelerator kernel of its own: the CPU path covers it")
+    W, H = _layer(16, 64, dtype, seed=8, dead=(9,))
+    rn = prune(W, H, method, refine_steps=10)
+    rt = _run(path, prune, _t(W), _t(H), method, refine_steps=10)
+    assert isinstance(rt.W, torch.Tensor) and rt.W.dtype == _t(W).dtype
+    assert isinstance(rt.mask, torch.Tensor) and rt.mask.dtype == torch.bool
+    np.testing.assert_array_equal(rt.mask.numpy(), rn.mask)
+    rel = 1e-10 if dtype == np.float64 else 1e-4
+    assert rt.loss == pytest.approx(rn.loss, rel=rel)
+    assert rt.nit == rn.nit and rt.stop_reason == rn.stop_reason
+    assert set(rt.history) == set(rn.history)
+
+
+def test_every_registered_method_is_covered():
+    assert set(methods()) <= {"magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs"}
 
 
 @pytest.mark.parametrize(
-    "fn, kwargs, match",
+    "kwargs, match",
     [
-        (prox_prune_torch, dict(W=np.ones((4, 8)), H=torch.eye(8)), "W must be a torch.Tensor"),
-        (prox_prune_torch, dict(W=torch.ones((4, 6)), H=torch.eye(6)), "d_in divisible by m"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(4)), "H has shape"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive semidef"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), beta=1.0), "beta must"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=0.1, lam_tilde=0.1),
+        (dict(W=torch.ones((4, 6)), H=torch.eye(6)), "d_in divisible by m"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(4)), "H has shape"),
+        (dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive semidef"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), beta=1.0), "beta must"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=0.1, lam_tilde=0.1),
          "either lam0 or lam_tilde"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=-1.0), "lam0 must"),
-        (prox_prune_torch, dict(W=torch.zeros((4, 8)), H=torch.eye(8), lam_tilde=0.1),
-         "mean\\|W\\*\\| > 0"),
-        (prox_prune_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), max_iter=-1),
-         "max_iter must be >= 0"),
-        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 4)), H=torch.eye(8),
-                               mask=torch.ones((4, 8), dtype=torch.bool), steps=1), "W_star has"),
-        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
-                               mask=torch.ones((4, 8)), steps=1), "mask must be a boolean"),
-        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
-                               mask=torch.ones((4, 8), dtype=torch.bool), steps=-1), "steps must"),
-        (masked_gd_torch, dict(W=torch.ones((4, 8)), W_star=torch.ones((4, 8)), H=torch.eye(8),
-                               mask=torch.ones((4, 8), dtype=torch.bool), steps=1, step=0.0),
-         "step must"),
-        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), blocksize=6), "blocksize"),
-        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.eye(8), n=4, m=4), "n must satisfy"),
-        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive definite"),
-        (sparsegpt_torch, dict(W=torch.ones((4, 8)), H=torch.full((8, 8), float("nan"))),
-         "H contains NaN"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=-1.0), "lam0 must"),
+        (dict(W=torch.zeros((4, 8)), H=torch.eye(8), lam_tilde=0.1), "mean\\|W\\*\\| > 0"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), max_iter=-1), "max_iter must"),
+        (dict(W=torch.ones((4, 8)), H=np.eye(8)), "cannot be mixed"),
+        (dict(W=torch.ones((4, 8), dtype=torch.int64), H=torch.eye(8)), "float32 or float64"),
+        (dict(W=torch.ones((4, 8)), H=torch.full((8, 8), float("nan"))), "H contains NaN"),
     ],
 )
-def test_layer_kernels_bad_input(fn, kwargs, match):
+def test_prune_on_tensors_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        fn(**kwargs)
+        prune(method="prox", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), blocksize=6), "blocksize"),
+        (dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive definite"),
+    ],
+)
+def test_sparsegpt_on_tensors_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        prune(method="sparsegpt", **kwargs)
+    with device_kernels(), pytest.raises(ValueError, match=match):
+        prune(method="sparsegpt", **kwargs)
+
+
+def test_masked_gd_on_tensors_bad_input():
+    W, mask = torch.ones((4, 8)), torch.ones((4, 8), dtype=torch.bool)
+    with pytest.raises(ValueError, match="W_star has"):
+        masked_gd(W, torch.ones((4, 4)), torch.eye(8), mask, 1)
+    with pytest.raises(ValueError, match="mask must be a boolean"):
+        masked_gd(W, W, torch.eye(8), torch.ones((4, 8)), 1)
+    with pytest.raises(ValueError, match="steps must"):
+        masked_gd(W, W, torch.eye(8), mask, -1)
+    with pytest.raises(ValueError, match="step must"):
+        masked_gd(W, W, torch.eye(8), mask, 1, step=0.0)
+
+
+def test_device_prox_kernel_refuses_other_patterns():
+    W, H = _layer(4, 16, np.float64, seed=9)
+    with device_kernels(), pytest.raises(ValueError, match="2:4 prox by EnumALM only"):
+        prune(_t(W), _t(H), "prox", NM(2, 8))
+    with device_kernels(), pytest.raises(ValueError, match="2:4 prox by EnumALM only"):
+        prune(_t(W), _t(H), "prox", prox_method="pgd")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_kernels_run_on_cuda_like_on_cpu():
-    W, H = _layer(16, 64, np.float32, seed=6)
+@pytest.mark.parametrize("method", ["magnitude", "wanda", "sparsegpt", "prox", "iobs"])
+def test_prune_runs_on_cuda_like_on_cpu(method):
+    W, H = _layer(16, 64, np.float64, seed=6)
+    rc = prune(_t(W).cuda(), _t(H).cuda(), method, refine_steps=10)
+    rp = prune(_t(W), _t(H), method, refine_steps=10)
+    assert rc.W.device.type == "cuda" and rc.mask.device.type == "cuda"
+    assert float((rc.mask.cpu() != rp.mask).float().mean()) < 0.01
+    assert rc.loss == pytest.approx(rp.loss, rel=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_prox24_runs_on_cuda_like_on_cpu():
     y = torch.from_numpy(np.random.default_rng(0).standard_normal((64, 64)))
     np.testing.assert_allclose(prox24(y.cuda(), 0.3).cpu().numpy(), prox24(y, 0.3).numpy(),
                                atol=1e-10)
-    Wc, mc, _, infc = prox_prune_torch(_t(W).cuda(), _t(H).cuda())
-    Wp, mp, _, infp = prox_prune_torch(_t(W), _t(H))
-    assert Wc.device.type == "cuda" and infc["nit"] == infp["nit"]
-    assert float((mc.cpu() != mp).float().mean()) < 0.01
-    Ws, ms = sparsegpt_torch(_t(W).cuda(), _t(H).cuda(), blocksize=16)
-    assert Ws.device.type == "cuda" and torch.equal(ms.cpu(), sparsegpt_torch(_t(W), _t(H),
-                                                                             blocksize=16)[1])

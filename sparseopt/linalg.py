@@ -1,0 +1,126 @@
+"""The small linear algebra every module shares: lambda_max of a symmetric matrix, the damped
+inverse Cholesky factor of SparseGPT / OBS, float64 inner products of float32 data.
+
+Each function takes NumPy arrays or torch tensors (:mod:`sparseopt.backend`). NumPy arrays and
+CPU tensors go through LAPACK (SciPy) on a NumPy view, so a CPU tensor gets exactly the NumPy
+result; tensors on an accelerator use ``torch.linalg`` on their device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
+
+__all__ = ["lambda_max", "frob_inner", "inverse_hessian_factor", "cholesky_ok", "DENSE_EIG_MAX"]
+
+#: Above this size lambda_max runs Lanczos (eigsh) instead of a dense LAPACK solve, where a
+#: full tridiagonalisation would dominate the cost.
+DENSE_EIG_MAX = 1024
+
+
+def lambda_max(H) -> float:
+    """Largest eigenvalue of the symmetric matrix ``H``, in float64 (0.0 for an empty H).
+
+    Dense LAPACK (``eigh`` with ``subset_by_index``) up to d = :data:`DENSE_EIG_MAX`, Lanczos
+    (``eigsh``, fixed start: deterministic) beyond; ``torch.linalg.eigvalsh`` in float64 for
+    tensors on an accelerator.
+    """
+    d = H.shape[0]
+    if d == 0:
+        return 0.0
+    if not numpy_path(H):
+        xp = namespace(H)
+        return float(xp.linalg.eigvalsh(xp.astype(H, xp.float64))[-1])
+    H = np.asarray(as_numpy(H), dtype=np.float64)
+    if d <= DENSE_EIG_MAX:
+        return float(scipy.linalg.eigh(H, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
+    from scipy.sparse.linalg import eigsh  # only for large matrices
+
+    v0 = np.ones(d) / np.sqrt(d)
+    return float(eigsh(H, k=1, which="LA", tol=1e-10, v0=v0, return_eigenvectors=False)[0])
+
+
+def frob_inner(A, B) -> float:
+    """sum(A * B) accumulated in float64 (row sums first), without float64 copies of NumPy
+    inputs; the same value for CPU tensors (they are viewed as NumPy arrays)."""
+    if numpy_path(A) and numpy_path(B):
+        return float(np.einsum("ij,ij->i", as_numpy(A), as_numpy(B), dtype=np.float64).sum())
+    xp = namespace(A, B)
+    return float(xp.sum(xp.sum(xp.astype(A, xp.float64) * xp.astype(B, xp.float64), axis=1)))
+
+
+def inverse_hessian_factor(H, *, percdamp=0.01, dtype=None):
+    """Upper Cholesky factor U of (H_damped)^{-1} = U' U, the dead inputs and the damping.
+
+    Parameters
+    ----------
+    H : array, shape (d, d)
+        Symmetric Hessian (float64). Not modified.
+    percdamp : float
+        Damping: ``percdamp * mean(diag(H))`` (dead inputs counted as 1) is added to the
+        diagonal.
+    dtype : dtype, optional
+        Precision of the factorisation (SparseGPT works in the dtype of the weights); default
+        H's.
+
+    Returns
+    -------
+    U : array, shape (d, d), upper triangular, dtype ``dtype``
+    dead : bool array, shape (d,)
+        Inputs with H_jj = 0 (never active); their diagonal entry is set to 1.
+    damp : float
+        The value added to the diagonal.
+
+    Notes
+    -----
+    Row j of U, divided by U_jj, is the first row of (H_{F,F})^{-1} / [(H_{F,F})^{-1}]_{00}
+    with F = {j, ..., d-1}: the OBS update direction after columns 0..j-1 are fixed, and
+    U_jj^2 = [(H_{F,F})^{-1}]_{00} (Frantar & Alistarh 2023, Sec. 3.2). The reference code
+    computes cholesky(H), cholesky_inverse, cholesky(upper). We take the equivalent shorter
+    route: with P the reversal permutation and P H P = L L' (lower),
+    H^{-1} = (P L^{-T} P)(P L^{-1} P), and P L^{-1} P is upper triangular with a positive
+    diagonal, hence the unique upper Cholesky factor of H^{-1}. One Cholesky and one
+    triangular inverse instead of two Cholesky factorisations and an inverse.
+    """
+    if not np.isfinite(percdamp) or percdamp < 0:
+        raise ValueError(f"percdamp must be a non-negative finite number, got {percdamp!r}")
+    return kernel("inverse_hessian_factor", H)(H, float(percdamp),
+                                                H.dtype if dtype is None else dtype)
+
+
+@register_kernel("inverse_hessian_factor", "numpy")
+def _inverse_hessian_factor_numpy(H, percdamp, dtype):
+    """LAPACK potrf + trtri of the reversed damped H (:func:`inverse_hessian_factor`)."""
+    H = np.array(H, dtype=np.float64)  # copy
+    d = H.shape[0]
+    diag = np.diag(H).copy()
+    dead = diag == 0
+    diag[dead] = 1.0
+    damp = percdamp * float(np.mean(diag)) if d else 0.0
+    H[np.diag_indices(d)] = diag + damp
+    Hr = np.ascontiguousarray(H[::-1, ::-1], dtype=numpy_dtype(dtype))
+    potrf, trtri = scipy.linalg.get_lapack_funcs(("potrf", "trtri"), (Hr,))
+    L, info = potrf(Hr, lower=1, clean=1, overwrite_a=1)
+    if info != 0:
+        raise ValueError(
+            f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {info}); "
+            f"H is not positive semidefinite, or increase percdamp (now {percdamp})"
+        )
+    Linv, info = trtri(L, lower=1, overwrite_c=1)
+    if info != 0:
+        raise ValueError(f"inverting the Cholesky factor of H failed (LAPACK info {info})")
+    return np.ascontiguousarray(Linv[::-1, ::-1]), dead, damp
+
+
+@register_kernel("cholesky_ok", "numpy")
+def cholesky_ok(H, shift: float) -> bool:
+    """True when H + shift I (in float64) has a Cholesky factor: the PSD test of
+    :func:`sparseopt.validation.check_psd`."""
+    A = np.asarray(H, dtype=np.float64)
+    try:
+        np.linalg.cholesky(A + shift * np.eye(A.shape[0]))
+    except np.linalg.LinAlgError:
+        return False
+    return True

@@ -1,0 +1,139 @@
+"""Input checks shared by every public function: one finite check, one scalar check, one PSD
+test with one tolerance. Errors are ValueError and name the bad argument.
+
+Every check accepts NumPy arrays and torch tensors alike (:mod:`sparseopt.backend`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .backend import kernel, namespace
+from .linalg import cholesky_ok  # noqa: F401  (registers the NumPy kernel of check_psd)
+
+__all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_square",
+           "psd_tolerance", "check_psd", "FLOAT_DTYPES"]
+
+#: The dtypes the numerical code computes in (NumPy names; torch's are matched by name).
+FLOAT_DTYPES = ("float32", "float64")
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_finite(x, name: str) -> None:
+    """Raise ValueError naming ``name`` if ``x`` holds NaN or Inf."""
+    xp = namespace(x)
+    if not bool(xp.all(xp.isfinite(x))):
+        raise ValueError(f"{name} contains NaN or Inf")
+
+
+def check_real(value, name: str, *, positive: bool = False, allow_negative: bool = False,
+               allow_none: bool = False):
+    """A finite real scalar as a Python float (``None`` passes with ``allow_none``).
+
+    Default: ``value >= 0``; ``positive=True``: ``value > 0``; ``allow_negative=True``: any
+    finite value. bools are refused; 0-d arrays and one-element tensors are accepted.
+    """
+    if value is None and allow_none:
+        return None
+    if hasattr(value, "shape") and tuple(value.shape) in ((), (1,)) and not isinstance(value, bool):
+        value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if positive and not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    if not (positive or allow_negative) and not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def check_int(value, name: str, *, minimum: int | None = None) -> int:
+    """An integer (bools refused) as a Python int, optionally ``>= minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_float_array(x, name: str, *, ndim: int | None = None):
+    """A float32 / float64 array of ``ndim`` axes without NaN or Inf, returned unchanged.
+
+    NumPy input may be array_like; tensors stay tensors. No dtype is ever converted.
+    """
+    if not hasattr(x, "dtype") or not hasattr(x, "shape"):
+        x = np.asarray(x)
+    if _dtype_name(x.dtype) not in FLOAT_DTYPES:
+        raise ValueError(f"{name} must have dtype float32 or float64, got {x.dtype}")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    check_finite(x, name)
+    return x
+
+
+def check_square(H, name: str = "H", d: int | None = None):
+    """A finite, real, square 2-D array, returned unchanged (NumPy input may be array_like)."""
+    if not hasattr(H, "dtype") or not hasattr(H, "shape"):
+        H = np.asarray(H)
+    if H.ndim != 2 or H.shape[0] != H.shape[1]:
+        raise ValueError(f"{name} must be a square 2-D array, got shape {tuple(H.shape)}")
+    if d is not None and H.shape[0] != d:
+        raise ValueError(f"{name} has shape {tuple(H.shape)}, expected ({d}, {d}) to match W")
+    kind = _dtype_name(H.dtype)
+    if not (kind.startswith("float") or kind.startswith("int") or kind.startswith("uint")):
+        raise ValueError(f"{name} must be a real numeric array, got dtype {H.dtype}")
+    check_finite(H, name)
+    return H
+
+
+def psd_tolerance(H, dtype=None) -> float:
+    """Shift s of the PSD test: H is accepted when H + s I has a Cholesky factor.
+
+    s = max(10 d eps, 1e-10) max_j |H_jj|, with eps the machine epsilon of ``dtype`` (default:
+    H's own; integer data count as float64). Rounding in forming H = X X' / n and in the
+    factorisation perturbs the eigenvalues by about d eps ||H||, so a float32 Hessian gets a
+    float32 tolerance: a 4096 x 4096 float32 Gram matrix of a rank-deficient X passes.
+    """
+    d = H.shape[0]
+    if d == 0:
+        return 0.0
+    name = _dtype_name(dtype if dtype is not None else H.dtype)
+    eps = float(np.finfo(np.float32 if name == "float32" else np.float64).eps)
+    xp = namespace(H)
+    diag = xp.abs(_diagonal(H, xp))
+    scale = float(xp.max(diag))
+    return max(10.0 * d * eps, 1e-10) * max(scale, float(np.finfo(np.float64).tiny))
+
+
+def _diagonal(H, xp):
+    return xp.linalg.diagonal(H) if hasattr(xp, "linalg") else np.diag(H)
+
+
+def check_psd(H, name: str = "H", *, dtype=None) -> None:
+    """Raise ValueError unless the symmetric ``H`` is positive semidefinite up to rounding.
+
+    ``H`` passes when its diagonal is non-negative and H + s I has a Cholesky factor, with
+    s = :func:`psd_tolerance` (``dtype``: the precision H was formed in, default H's own);
+    i.e. gamma_min(H) >= -s up to rounding. One O(d^3 / 3) factorisation, in float64 (on the
+    tensors' device for accelerator tensors).
+    """
+    d = H.shape[0]
+    if d == 0:
+        return
+    xp = namespace(H)
+    diag = _diagonal(H, xp)
+    if bool(xp.any(diag < 0)):
+        j = int(xp.argmin(diag))
+        raise ValueError(f"{name} is not positive semidefinite: diagonal entry "
+                         f"{name}[{j},{j}] = {float(diag[j]):.3g} < 0")
+    s = psd_tolerance(H, dtype)
+    if not kernel("cholesky_ok", H)(H, s):
+        raise ValueError(f"{name} is not positive semidefinite (Cholesky of {name} + {s:.1e} I "
+                         f"failed); a layer Hessian is X X' / n")
