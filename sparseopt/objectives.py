@@ -16,17 +16,25 @@ Objectives
 Conventions: value(w) returns a Python float accumulated in float64; grad(w) returns an array
 of ``shape`` in the dtype of the objective's data (float32 data stays float32). Inputs are
 never modified; the objective keeps references to the arrays it was given (no copies).
+
+:class:`LayerLoss` also takes torch tensors (through the array API, :mod:`sparseopt.backend`):
+it then computes with torch on the tensors' device and its gradients are tensors. The other
+objectives are NumPy-only.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import array_api_compat
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from .patterns import check_finite
+from .backend import device, is_numpy, namespace, numpy_dtype, zero
+from .linalg import lambda_max
+from .validation import FLOAT_DTYPES, check_finite
+from .validation import check_psd as _check_psd
 
 __all__ = ["Objective", "Quadratic", "LeastSquares", "LayerLoss", "Logistic", "Smooth"]
 
@@ -47,30 +55,44 @@ def _as_float_array(a, name: str) -> np.ndarray:
     return a
 
 
-def _check_symmetric(H: np.ndarray, name: str) -> None:
+def _is_tensor(a) -> bool:
+    """True for an array of another array-API library than NumPy (a torch tensor)."""
+    return not isinstance(a, np.ndarray) and array_api_compat.is_array_api_obj(a)
+
+
+def _as_float_tensor(a, name: str):
+    """float32/float64 tensors pass unchanged; integer/bool tensors become float64 (as
+    :func:`_as_float_array` does for NumPy data)."""
+    xp = namespace(a)
+    if xp.isdtype(a.dtype, "complex floating"):
+        raise ValueError(f"{name} must be real, got dtype {a.dtype}")
+    if numpy_dtype(a.dtype).name not in FLOAT_DTYPES:
+        if not xp.isdtype(a.dtype, ("bool", "integral", "real floating")):
+            raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+        a = xp.astype(a, xp.float64)
+    check_finite(a, name)
+    return a
+
+
+def _check_symmetric(H, name: str) -> None:
+    """H must be square and equal to H' up to the rounding of forming it: |H - H'| <=
+    max(10 d eps, 1e-10) max|H|, the relative level of
+    :func:`sparseopt.validation.psd_tolerance` (eps of H's dtype)."""
     if H.ndim != 2 or H.shape[0] != H.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {H.shape}")
-    scale = float(np.max(np.abs(H))) if H.size else 0.0
-    tol = 1e-6 if H.dtype == np.float32 else 1e-10
-    if not np.allclose(H, H.T, rtol=0.0, atol=tol * max(scale, 1e-300)):
-        raise ValueError(f"{name} must be symmetric")
-
-
-def _check_psd(H: np.ndarray, name: str) -> None:
-    """Cholesky of H + eps I: succeeds iff the smallest eigenvalue exceeds -eps (rounding)."""
+        raise ValueError(f"{name} must be a square matrix, got shape {tuple(H.shape)}")
     d = H.shape[0]
     if d == 0:
         return
-    scale = float(np.max(np.abs(np.diag(H))))
-    eps = (1e-5 if H.dtype == np.float32 else 1e-10) * max(scale, 1e-300) * max(d, 1)
-    try:
-        np.linalg.cholesky(H.astype(np.float64) + eps * np.eye(d))
-    except np.linalg.LinAlgError:
-        raise ValueError(f"{name} must be positive semidefinite") from None
+    xp = namespace(H)
+    eps = float(np.finfo(np.float32 if numpy_dtype(H.dtype) == np.float32 else np.float64).eps)
+    tol = max(10.0 * d * eps, 1e-10) * max(float(xp.max(xp.abs(H))), 1e-300)
+    if float(xp.max(xp.abs(H - H.T))) > tol:
+        raise ValueError(f"{name} must be symmetric")
 
 
 def _sym_spectral_norm(A: np.ndarray) -> float:
-    """max |eigenvalue| of a symmetric matrix (dense eigvalsh, or Lanczos when large)."""
+    """max |eigenvalue| of a symmetric, possibly indefinite matrix (dense eigvalsh, or Lanczos
+    when large); for a PSD matrix this is :func:`sparseopt.linalg.lambda_max`."""
     d = A.shape[0]
     if d == 0:
         return 0.0
@@ -111,9 +133,9 @@ class Objective(ABC):
     ----------
     shape : tuple of int
         Shape of the variable w: ``(p,)`` for a vector, ``(d_out, d_in)`` for a weight matrix.
-    dtype : numpy dtype
+    dtype : numpy dtype (torch dtype for an objective built on tensors)
         dtype of the gradients (the dtype of the objective's data).
-    reference : ndarray or None
+    reference : array or None
         A natural starting point (the dense weights W* for :class:`LayerLoss`, maiht-wen
         Alg. 1 line 2); ``None`` when the solvers should start from zero.
     affine_gradient : bool
@@ -304,23 +326,31 @@ class LayerLoss(Objective):
 
     Parameters
     ----------
-    W_star : array_like, shape (d_out, d_in)
+    W_star : array_like or tensor, shape (d_out, d_in)
         Dense weights W*.
-    H : array_like, shape (d_in, d_in)
+    H : array_like or tensor, shape (d_in, d_in)
         Symmetric positive semidefinite Hessian, H = X X' / n for inputs X of shape (d_in, n).
+        Of the same array library as ``W_star`` (ValueError otherwise; nothing is converted).
     check_psd : bool, default True, keyword-only
-        Check H >= 0 by a Cholesky factorisation of H + eps I (O(d_in^3); switch off for
-        large H already known to be a Gram matrix).
+        Check H >= 0 with :func:`sparseopt.validation.check_psd` (the test ``prune`` applies:
+        a Cholesky factorisation of the symmetric part of H plus a shift scaled to H's
+        precision, O(d_in^3); switch off for large H already known to be a Gram matrix).
 
     Notes
     -----
     prox24-kubler eq. 2: f(W) = (1/n) ||WX - W*X||_F^2 = Tr((W - W*) H (W - W*)').
     The gradient is 2 (W - W*) H (eq. 4); rows are independent and share the per-row Hessian
-    2H, which ``hessian`` returns (d_in x d_in). L = 2 lambda_max(H), so the step 1/L is the
-    eta = 1 / (2 gamma_max(H)) of eq. 4. ``masked_grad`` is the update direction of eq. 5.
+    2H, which ``hessian`` returns (d_in x d_in). L = 2 lambda_max(H)
+    (:func:`sparseopt.linalg.lambda_max`), so the step 1/L is the eta = 1 / (2 gamma_max(H))
+    of eq. 4. ``masked_grad`` is the update direction of eq. 5.
 
     Compared with maiht-wen eq. 2 (f = 0.5 ||X W_hat - X W||_F^2 with W of shape d_in x d_out),
     this is the same loss with the variable transposed and X'X = 2H.
+
+    Given torch tensors, every product is computed by torch on their device, ``grad`` returns
+    a tensor and ``dtype`` is the tensors' (promoted) torch dtype; ``value`` is a Python float
+    accumulated in float64 as for NumPy. W* and H of different float dtypes combine as in
+    NumPy (the product is formed in the promoted dtype).
 
     Examples
     --------
@@ -333,55 +363,114 @@ class LayerLoss(Objective):
     affine_gradient = True
 
     def __init__(self, W_star, H, *, check_psd: bool = True):
-        W_star = _as_float_array(W_star, "W_star")
-        H = _as_float_array(H, "H")
+        if _is_tensor(W_star) or _is_tensor(H):
+            xp = namespace(W_star, H)  # ValueError for a NumPy / torch mix
+            W_star = _as_float_tensor(W_star, "W_star")
+            H = _as_float_tensor(H, "H")
+        else:
+            W_star = _as_float_array(W_star, "W_star")
+            H = _as_float_array(H, "H")
+            xp = namespace(W_star, H)
         if W_star.ndim != 2:
-            raise ValueError(f"W_star must be a 2-D matrix (d_out, d_in), got shape {W_star.shape}")
+            raise ValueError(
+                f"W_star must be a 2-D matrix (d_out, d_in), got shape {tuple(W_star.shape)}")
         _check_symmetric(H, "H")
         if H.shape[0] != W_star.shape[1]:
             raise ValueError(
                 f"H must have shape ({W_star.shape[1]}, {W_star.shape[1]}) to match W_star's "
-                f"d_in, got {H.shape}"
+                f"d_in, got {tuple(H.shape)}"
             )
+        if device(H) != device(W_star):
+            raise ValueError(f"H is on {device(H)} and W_star on {device(W_star)}: put both on "
+                             "one device")
         if check_psd:
-            _check_psd(H, "H")
+            # exactly the test of prune (sparseopt.layer.loss.check_layer): the symmetric part
+            # in float64, with the tolerance of H's own precision
+            H64 = xp.astype(H, xp.float64, copy=True)
+            _check_psd(0.5 * (H64 + H64.T), "H", dtype=H.dtype)
+            del H64
+        self._xp = xp
+        self._numpy = is_numpy(xp)
         self.W_star, self.H = W_star, H
-        self.shape = W_star.shape
-        self.dtype = np.result_type(W_star, H)
+        self.shape = tuple(W_star.shape)
+        if self._numpy:
+            self.dtype = np.result_type(W_star, H)
+            self._H_mm = H
+        else:
+            self.dtype = xp.result_type(W_star.dtype, H.dtype)
+            # torch's matmul does not promote: H in the product dtype, once
+            self._H_mm = xp.astype(H, self.dtype, copy=False)
         self.reference = W_star
 
-    def value(self, W) -> float:
-        D = (self._check_w(W, "W") - self.W_star).astype(np.float64, copy=False)
-        return float(np.sum((D @ self.H.astype(np.float64, copy=False)) * D))
+    def _check_w(self, w, name: str = "w"):
+        if self._numpy:
+            if _is_tensor(w):
+                namespace(w, self.W_star)  # raises: no silent conversion of a tensor
+            w = np.asarray(w)
+        else:
+            if array_api_compat.is_array_api_obj(w):
+                namespace(w, self.W_star)  # ValueError for a NumPy array
+            else:
+                w = self._xp.asarray(w, dtype=self.dtype, device=device(self.W_star))
+            if device(w) != device(self.W_star):
+                raise ValueError(f"{name} is on {device(w)}, the objective's data on "
+                                 f"{device(self.W_star)}")
+        if tuple(w.shape) != self.shape:
+            raise ValueError(f"{name} must have shape {self.shape}, got {tuple(w.shape)}")
+        return w
 
-    def grad(self, W) -> np.ndarray:
+    def _times_H(self, D):
+        """D H in the promoted dtype (NumPy promotes by itself)."""
+        if self._numpy:
+            return D @ self.H
+        return self._xp.astype(D, self.dtype, copy=False) @ self._H_mm
+
+    def value(self, W) -> float:
         D = self._check_w(W, "W") - self.W_star
-        return (2 * (D @ self.H)).astype(self.dtype, copy=False)
+        if self._numpy:
+            D = D.astype(np.float64, copy=False)
+            return float(np.sum((D @ self.H.astype(np.float64, copy=False)) * D))
+        xp = self._xp
+        D = xp.astype(D, xp.float64, copy=False)
+        return float(xp.sum((D @ xp.astype(self.H, xp.float64, copy=False)) * D))
+
+    def grad(self, W):
+        D = self._check_w(W, "W") - self.W_star
+        return self._xp.astype(2 * self._times_H(D), self.dtype, copy=False)
 
     def value_and_grad(self, W):
         D = self._check_w(W, "W") - self.W_star
-        DH = D @ self.H
-        val = float(np.sum(DH.astype(np.float64, copy=False) * D))
-        return val, (2 * DH).astype(self.dtype, copy=False)
+        DH = self._times_H(D)
+        xp = self._xp
+        if self._numpy:
+            val = float(np.sum(DH.astype(np.float64, copy=False) * D))
+        else:
+            val = float(xp.sum(xp.astype(DH, xp.float64, copy=False) * D))
+        return val, xp.astype(2 * DH, self.dtype, copy=False)
 
-    def masked_grad(self, W, mask) -> np.ndarray:
+    def masked_grad(self, W, mask):
         """M * 2 (W - W*) H: the masked gradient of prox24-kubler eq. 5 (zero off the mask)."""
-        mask = np.asarray(mask)
-        if mask.shape != self.shape:
-            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
+        xp = self._xp
+        mask = np.asarray(mask) if self._numpy else mask
+        if tuple(mask.shape) != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {tuple(mask.shape)}")
+        if not self._numpy:
+            namespace(mask, self.W_star)
         g = self.grad(W)
-        return np.where(mask.astype(bool), g, np.zeros((), dtype=g.dtype))
+        return xp.where(xp.astype(mask, xp.bool, copy=False), g, zero(g))
 
-    def hessian(self, W=None) -> np.ndarray:
+    def hessian(self, W=None):
         """The shared per-row Hessian 2H (d_in x d_in)."""
         return 2 * self.H
 
     def _compute_lipschitz(self) -> float:
-        return 2.0 * _sym_spectral_norm(self.H)
+        return 2.0 * lambda_max(self.H)
 
-    def minimize_on_support(self, mask) -> np.ndarray:
+    def minimize_on_support(self, mask):
         """argmin of f over {W : W = 0 outside mask}, row by row: W_S = W*_S + H_SS^+ H_S,. (W*)'
         restricted to the pruned entries (the optimal weight update of a fixed mask)."""
+        if not self._numpy:
+            return self._minimize_on_support_xp(mask)
         mask = np.asarray(mask, dtype=bool)
         if mask.shape != self.shape:
             raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
@@ -393,6 +482,25 @@ class LayerLoss(Objective):
                 # stationarity on S: (W_S - W*) H restricted to S = 0 -> H_SS w_S = (W* H)_S
                 rhs = (self.W_star[r].astype(np.float64) @ H)[S]
                 W[r, S] = np.linalg.lstsq(H[np.ix_(S, S)], rhs, rcond=None)[0]
+        return W
+
+    def _minimize_on_support_xp(self, mask):
+        """:meth:`minimize_on_support` for tensors, on their device: the minimum-norm solution
+        H_SS^+ (W* H)_S through ``linalg.pinv`` (what lstsq returns for a singular H_SS)."""
+        xp = self._xp
+        namespace(mask, self.W_star)
+        if tuple(mask.shape) != self.shape:
+            raise ValueError(f"mask must have shape {self.shape}, got {tuple(mask.shape)}")
+        mask = xp.astype(mask, xp.bool, copy=False)
+        W = xp.zeros(self.shape, dtype=self.dtype, device=device(self.W_star))
+        H = xp.astype(self.H, xp.float64)
+        rhs_all = xp.astype(self.W_star, xp.float64) @ H
+        for r in range(self.shape[0]):
+            idx = xp.nonzero(mask[r])[0]
+            if idx.shape[0]:
+                H_SS = xp.take(xp.take(H, idx, axis=0), idx, axis=1)
+                w_S = xp.linalg.pinv(H_SS) @ xp.take(rhs_all[r], idx, axis=0)
+                W[r, idx] = xp.astype(w_S, self.dtype)
         return W
 
 

@@ -201,3 +201,57 @@ def test_bad_input(kw, match):
     X, y = correlated(0)
     with pytest.raises(ValueError, match=match):
         maiht(LeastSquares(X, y), **kw)
+
+
+def test_layer_loss_and_maiht_on_tensors_match_numpy():
+    """LayerLoss / maiht on torch (CPU) tensors: torch computes, x comes back a tensor of the
+    objective's dtype, the history stays NumPy float64, and everything agrees with NumPy."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(21)
+    A = rng.standard_normal((16, 48)) * rng.uniform(0.3, 2.0, (16, 1))
+    W_star, H = rng.standard_normal((6, 16)), A @ A.T / 48
+    fn = LayerLoss(W_star, H)
+    ft = LayerLoss(torch.from_numpy(W_star), torch.from_numpy(H))
+    assert ft.dtype == torch.float64 and ft.shape == fn.shape
+    assert ft.lipschitz() == pytest.approx(fn.lipschitz(), rel=1e-12)
+    W = rng.standard_normal(W_star.shape)
+    val, g = ft.value_and_grad(torch.from_numpy(W))
+    assert isinstance(g, torch.Tensor) and g.dtype == torch.float64
+    assert val == pytest.approx(fn.value(W), rel=1e-12)
+    assert ft.value(torch.from_numpy(W)) == pytest.approx(fn.value(W), rel=1e-12)
+    np.testing.assert_allclose(g.numpy(), fn.grad(W), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ft.grad(torch.from_numpy(W)).numpy(), fn.grad(W), rtol=1e-12,
+                               atol=1e-12)
+    mask = rng.random(W.shape) > 0.5
+    np.testing.assert_allclose(ft.masked_grad(torch.from_numpy(W), torch.from_numpy(mask)).numpy(),
+                               fn.masked_grad(W, mask), rtol=1e-12, atol=1e-12)
+
+    kw = dict(pattern=NM(2, 4), mu=0.1, max_iter=40, refine_steps=15)
+    rn, rt = maiht(fn, **kw), maiht(ft, **kw)
+    assert isinstance(rt.x, torch.Tensor) and rt.x.dtype == torch.float64
+    np.testing.assert_array_equal(rt.x.numpy() != 0, rn.x != 0)
+    np.testing.assert_allclose(rt.x.numpy(), rn.x, rtol=1e-10, atol=1e-10)
+    assert rt.nit == rn.nit and rt.stop_reason == rn.stop_reason
+    assert set(rt.history) == set(rn.history)
+    for key, vals in rt.history.items():
+        assert isinstance(vals, np.ndarray) and vals.dtype == np.float64
+    np.testing.assert_allclose(rt.history["loss"], rn.history["loss"], rtol=1e-10)
+    assert NM(2, 4).satisfied(rt.x)
+    # float32 tensors stay float32
+    f32 = LayerLoss(torch.from_numpy(W_star.astype(np.float32)),
+                    torch.from_numpy(H.astype(np.float32)))
+    assert maiht(f32, pattern=NM(2, 4), max_iter=5).x.dtype == torch.float32
+
+
+def test_tensors_and_arrays_are_not_mixed():
+    torch = pytest.importorskip("torch")
+    f = layer_problem(3)
+    ft = LayerLoss(torch.from_numpy(f.W_star), torch.from_numpy(f.H))
+    with pytest.raises(ValueError, match="different libraries"):
+        LayerLoss(torch.from_numpy(f.W_star), f.H)
+    with pytest.raises(ValueError, match="different libraries"):
+        maiht(ft, pattern=NM(2, 4), x0=np.zeros(f.shape))
+    with pytest.raises(ValueError, match="different libraries"):
+        ft.grad(np.zeros(f.shape))
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        LayerLoss(torch.zeros((2, 4), dtype=torch.float64), -torch.eye(4, dtype=torch.float64))

@@ -10,6 +10,10 @@ Three forms share one iteration x <- prox(x - step * grad f(x)):
   ``target_nnz`` largest entries and refinement on that fixed support.
 
 The private helpers here are shared with :mod:`sparseopt.solvers.maiht`.
+
+The iterations are written against the array API (:mod:`sparseopt.backend`): an objective
+built on torch tensors (:class:`~sparseopt.objectives.LayerLoss`) is solved with torch on the
+tensors' device and ``x`` comes back as a tensor. The history is always NumPy float64.
 """
 
 from __future__ import annotations
@@ -17,29 +21,78 @@ from __future__ import annotations
 import math
 import time
 
+import array_api_compat
 import numpy as np
 
+from ..backend import device, is_numpy, namespace, numpy_dtype, zero
 from ..patterns import NM, TopK, check_finite
 from .result import HISTORY_KEYS, History, SolverResult
 
 __all__ = ["iht"]
 
 _KEYS = HISTORY_KEYS + ("loss",)
+_NUMPY = namespace(np.empty(0))
 
 
 # ----------------------------------------------------------------------------- shared helpers
 
 
-def hard_threshold(v: np.ndarray, threshold: float) -> np.ndarray:
+def hard_threshold(v, threshold: float):
     """H_t(v): keep entries with |v| > t, zero the rest (maiht-wen Prop. 2.1). New array."""
-    return np.where(np.abs(v) > threshold, v, np.zeros((), dtype=v.dtype))
+    xp = namespace(v)
+    return xp.where(xp.abs(v) > threshold, v, zero(v))
 
 
-def keep_largest_global(x: np.ndarray, s: int) -> np.ndarray:
+def keep_largest_global(x, s: int):
     """Boolean mask of the ``s`` largest |x| over the whole array (P_s of maiht-wen Alg. 1 line 7);
     ties go to the smaller flat index."""
-    flat = TopK(int(s)).mask(np.abs(x).reshape(1, -1))
-    return flat.reshape(x.shape)
+    xp = namespace(x)
+    flat = TopK(int(s)).mask(xp.reshape(xp.abs(x), (1, -1)))
+    return xp.reshape(flat, tuple(x.shape))
+
+
+def count_nonzero(x) -> int:
+    """||x||_0 as a Python int (NumPy's count_nonzero for arrays: it is the faster one)."""
+    if isinstance(x, np.ndarray):
+        return int(np.count_nonzero(x))
+    xp = namespace(x)
+    return int(xp.sum(xp.astype(x != 0, xp.int64)))
+
+
+def frobenius_norm(x) -> float:
+    """||x||_F as a Python float, in x's dtype (``np.linalg.norm`` for arrays, whose dot-product
+    rounding the NumPy results keep)."""
+    if isinstance(x, np.ndarray):
+        return float(np.linalg.norm(x))
+    return float(namespace(x).linalg.vector_norm(x))
+
+
+def _quantile_abs(v, q: float) -> float:
+    """The q-quantile of |v| (NumPy's default 'linear' rule) as a float."""
+    if isinstance(v, np.ndarray):
+        return float(np.quantile(np.abs(v), q))
+    xp = namespace(v)
+    a = xp.sort(xp.reshape(xp.abs(v), (-1,)))
+    pos = q * (a.shape[0] - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, a.shape[0] - 1)
+    t = pos - lo
+    a_lo, a_hi = float(a[lo]), float(a[hi])
+    # NumPy's lerp: from the nearer end
+    return a_lo + (a_hi - a_lo) * t if t < 0.5 else a_hi - (a_hi - a_lo) * (1.0 - t)
+
+
+def _solver_dtype(xp, dtype):
+    """The objective's dtype as a dtype of ``xp`` (np.dtype for NumPy, as before)."""
+    if is_numpy(xp):
+        return np.dtype(dtype if dtype is not None else np.float64)
+    if dtype is None:
+        return xp.float64
+    if isinstance(dtype, (np.dtype, type, str)):
+        raise ValueError(f"x0 is a {xp.__name__.split('.')[-1]} array but the objective "
+                         f"computes with NumPy (dtype {np.dtype(dtype)}): pass x0 as a NumPy "
+                         "array, or build the objective on tensors (LayerLoss)")
+    return dtype
 
 
 class _Problem:
@@ -85,11 +138,18 @@ class _Problem:
         if not np.isscalar(mu) or not np.isfinite(mu) or mu < 0:
             raise ValueError(f"mu must be a finite scalar >= 0, got {mu!r}")
 
-        dtype = np.dtype(getattr(objective, "dtype", np.float64))
+        # the array library of the problem: that of the objective's reference point and x0
+        # (ValueError when they differ), NumPy for array_like input
+        ref = getattr(objective, "reference", None)
+        arrays = [a for a in (ref, x0) if a is not None and array_api_compat.is_array_api_obj(a)]
+        xp = namespace(*arrays) if arrays else _NUMPY
+        dtype = _solver_dtype(xp, getattr(objective, "dtype", None))
         if x0 is None:
-            ref = getattr(objective, "reference", None)
-            x0 = np.zeros(shape, dtype=dtype) if ref is None else np.array(ref, dtype=dtype)
-        else:
+            if ref is None:
+                x0 = np.zeros(shape, dtype=dtype)
+            else:
+                x0 = xp.asarray(ref, dtype=dtype, copy=True)
+        elif is_numpy(xp):
             x0 = np.asarray(x0)
             if x0.shape != shape:
                 raise ValueError(f"x0 must have shape {shape}, got {x0.shape}")
@@ -97,10 +157,19 @@ class _Problem:
                 x0 = x0.astype(dtype)
             check_finite(x0, "x0")
             x0 = x0.copy()  # never alias the caller's array
+        else:
+            if tuple(x0.shape) != shape:
+                raise ValueError(f"x0 must have shape {shape}, got {tuple(x0.shape)}")
+            if ref is not None and device(x0) != device(ref):
+                raise ValueError(f"x0 is on {device(x0)}, the objective's data on {device(ref)}")
+            if numpy_dtype(x0.dtype).kind != "f":
+                x0 = xp.astype(x0, dtype)
+            check_finite(x0, "x0")
+            x0 = xp.asarray(x0, copy=True)  # never alias the caller's array
 
         if mu > 0:
             # maiht-wen eq. 5: f(w) + mu/2 ||w - w_hat||^2 with w_hat the starting point
-            objective = _Stabilized(objective, float(mu), x0.copy())
+            objective = _Stabilized(objective, float(mu), xp.asarray(x0, copy=True))
 
         if step is None:
             if not hasattr(objective, "lipschitz"):
@@ -113,6 +182,7 @@ class _Problem:
             raise ValueError(f"step must be a finite scalar > 0, got {step!r}")
 
         self.objective = objective
+        self.xp = xp
         self.pattern, self.lam, self.target_nnz = pattern, lam, target_nnz
         self.x0, self.step = x0, float(step)
         self.max_iter, self.tol, self.mu = int(max_iter), float(tol), float(mu)
@@ -133,7 +203,7 @@ class _Problem:
         point x0 - step grad f(x0); for the layer loss started at W_hat this is W_hat itself
         (grad f(W_hat) = 0), and for x0 = 0 it is -step grad f(0), which is not degenerate."""
         v = self.x0 - self.step * self.objective.grad(self.x0)
-        q = float(np.quantile(np.abs(v), 0.01))
+        q = _quantile_abs(v, 0.01)
         return q * q / (2 * self.step)
 
     def prox(self, v, lam):
@@ -146,11 +216,11 @@ class _Problem:
         """F = f + lam ||x||_0 (penalised forms) or f (constrained form)."""
         if self.pattern is not None:
             return fval
-        return fval + lam * np.count_nonzero(x)
+        return fval + lam * count_nonzero(x)
 
     def update_lambda(self, lam, x):
         """lam <- lam (1 + (||x||_0 - s) / (d1 d2)) (maiht-wen Sec. 2.4, Alg. 1 line 4)."""
-        return lam * (1.0 + (np.count_nonzero(x) - self.target_nnz) / self.size)
+        return lam * (1.0 + (count_nonzero(x) - self.target_nnz) / self.size)
 
     def lam_record(self, lam):
         return np.nan if self.pattern is not None else lam
@@ -161,26 +231,35 @@ class _Stabilized:
 
     def __init__(self, base, mu, center):
         self.base, self.mu, self.center = base, mu, center
+        self._xp = namespace(center)
         self.shape = tuple(base.shape)
         self.dtype = getattr(base, "dtype", np.float64)
         self.reference = getattr(base, "reference", None)
         self.affine_gradient = bool(getattr(base, "affine_gradient", False))
 
+    def _diff(self, w):
+        """w - center (array_like w is accepted for a NumPy problem, as before)."""
+        if isinstance(self.center, np.ndarray):
+            return np.asarray(w) - self.center
+        return w - self.center
+
     def value(self, w):
-        d = (np.asarray(w) - self.center).astype(np.float64, copy=False)
-        return float(self.base.value(w)) + 0.5 * self.mu * float(np.sum(d * d))
+        xp = self._xp
+        d = xp.astype(self._diff(w), xp.float64, copy=False)
+        return float(self.base.value(w)) + 0.5 * self.mu * float(xp.sum(d * d))
 
     def grad(self, w):
-        return self.base.grad(w) + self.mu * (np.asarray(w) - self.center)
+        return self.base.grad(w) + self.mu * self._diff(w)
 
     def value_and_grad(self, w):
         if hasattr(self.base, "value_and_grad"):
             v, g = self.base.value_and_grad(w)
         else:
             v, g = self.base.value(w), self.base.grad(w)
-        d = np.asarray(w) - self.center
-        d64 = d.astype(np.float64, copy=False)
-        return float(v) + 0.5 * self.mu * float(np.sum(d64 * d64)), g + self.mu * d
+        d = self._diff(w)
+        xp = self._xp
+        d64 = xp.astype(d, xp.float64, copy=False)
+        return float(v) + 0.5 * self.mu * float(xp.sum(d64 * d64)), g + self.mu * d
 
     def lipschitz(self):
         return float(self.base.lipschitz()) + self.mu
@@ -191,14 +270,15 @@ def refine(problem, x, support, steps, hist, t0, lam_rec):
     lines 8-10; for LayerLoss this is the masked gradient step of prox24-kubler eq. 5).
     Appends to ``hist``; returns the last iterate."""
     base = problem.objective
-    zero = np.zeros((), dtype=x.dtype)
+    xp = problem.xp
+    z = zero(x)
     for _ in range(steps):
         _, g = problem.value_and_grad(x)
-        x_new = np.where(support, x - problem.step * g, zero).astype(x.dtype, copy=False)
-        res = float(np.linalg.norm(x_new - x)) / problem.step
+        x_new = xp.astype(xp.where(support, x - problem.step * g, z), x.dtype, copy=False)
+        res = frobenius_norm(x_new - x) / problem.step
         x = x_new
         fval = base.value(x)
-        hist.append(objective=fval, loss=_loss(problem, x, fval), support=np.count_nonzero(x),
+        hist.append(objective=fval, loss=_loss(problem, x, fval), support=count_nonzero(x),
                     lam=lam_rec, step=problem.step, residual=res, time=time.perf_counter() - t0)
     return x
 
@@ -217,9 +297,9 @@ def finish(problem, x, hist, t0, nit, stop_reason, refine_steps, extra_info):
     info["step"] = problem.step
     if problem.mode == "adaptive":
         support = keep_largest_global(x, problem.target_nnz) & (x != 0)
-        if problem.target_nnz > 0 and np.count_nonzero(x) > problem.target_nnz:
+        if problem.target_nnz > 0 and count_nonzero(x) > problem.target_nnz:
             info["projected_to_target"] = True
-        x = np.where(support, x, np.zeros((), dtype=x.dtype))
+        x = problem.xp.where(support, x, zero(x))
     else:
         if problem.pattern is not None and not problem.pattern.satisfied(x):
             # only when no thresholding step ran (max_iter = 0): never return an infeasible x
@@ -251,15 +331,17 @@ def iht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=Non
     ----------
     objective : sparseopt.objectives.Objective
         Smooth f with ``shape``, ``value``, ``grad`` (and ``lipschitz`` for the default step).
+        An objective on torch tensors (``LayerLoss``) is solved with torch on their device and
+        ``x`` is a tensor.
     pattern : TopK or NM, optional, keyword-only
         Constrained form min f(x) s.t. x in pattern (along the last axis of x).
     lam : float, optional, keyword-only
         Penalised form min F(x) = f(x) + lam ||x||_0. With ``target_nnz``: the initial lam.
     target_nnz : int, optional, keyword-only
         Adaptive form: number of nonzeros wanted in the whole of x (maiht-wen Alg. 1).
-    x0 : ndarray, optional, keyword-only
+    x0 : array, optional, keyword-only
         Start. Default: ``objective.reference`` when it has one (W* for LayerLoss, as in
-        Alg. 1 line 2), else zeros.
+        Alg. 1 line 2), else zeros. A tensor for an objective on tensors (same device).
     step : float, optional, keyword-only
         Step alpha; default 1/L with L = ``objective.lipschitz()``. The descent guarantee
         (Lemma 3.2) needs step < 1/L; 1/L itself keeps monotone descent (non-strict).
@@ -316,28 +398,29 @@ def iht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=Non
         raise ValueError("refit=True needs an objective with minimize_on_support "
                          "(Quadratic, LeastSquares, LayerLoss)")
     f = pb.objective
+    xp = pb.xp
     hist = History(_KEYS)
     t0 = time.perf_counter()
     x = pb.x0
     lam_k = pb.lam
     fval, g = pb.value_and_grad(x)
-    hist.append(objective=pb.penalized(fval, x, lam_k), loss=fval, support=np.count_nonzero(x),
+    hist.append(objective=pb.penalized(fval, x, lam_k), loss=fval, support=count_nonzero(x),
                 lam=pb.lam_record(lam_k), step=pb.step, residual=np.nan, time=0.0)
     stop_reason, nit = "max_iter", 0
     for k in range(pb.max_iter):
         if pb.mode == "adaptive":
             lam_k = pb.update_lambda(lam_k, x)
-        x_new = pb.prox(x - pb.step * g, lam_k).astype(x.dtype, copy=False)
+        x_new = xp.astype(pb.prox(x - pb.step * g, lam_k), x.dtype, copy=False)
         if refit:
-            x_new = f.minimize_on_support(x_new != 0).astype(x.dtype, copy=False)
-        res = float(np.linalg.norm(x_new - x)) / pb.step
+            x_new = xp.astype(f.minimize_on_support(x_new != 0), x.dtype, copy=False)
+        res = frobenius_norm(x_new - x) / pb.step
         x = x_new
         nit = k + 1
         fval, g = pb.value_and_grad(x)
         hist.append(objective=pb.penalized(fval, x, lam_k), loss=fval,
-                    support=np.count_nonzero(x), lam=pb.lam_record(lam_k), step=pb.step,
+                    support=count_nonzero(x), lam=pb.lam_record(lam_k), step=pb.step,
                     residual=res, time=time.perf_counter() - t0)
-        if res <= pb.tol and (pb.mode != "adaptive" or np.count_nonzero(x) == pb.target_nnz):
+        if res <= pb.tol and (pb.mode != "adaptive" or count_nonzero(x) == pb.target_nnz):
             stop_reason = "residual <= tol"
             break
     return finish(pb, x, hist, t0, nit, stop_reason, refine_steps, {"lam_final": lam_k})

@@ -1,13 +1,15 @@
-"""Monotone accelerated iterative hard thresholding (mAIHT, maiht-wen eq. 4, Alg. 1)."""
+"""Monotone accelerated iterative hard thresholding (mAIHT, maiht-wen eq. 4, Alg. 1).
+
+Written against the array API as :mod:`sparseopt.solvers.iht`: an objective on torch tensors
+is solved with torch on their device; the history is NumPy float64.
+"""
 
 from __future__ import annotations
 
 import math
 import time
 
-import numpy as np
-
-from .iht import _KEYS, _loss, _Problem, check_refine_steps, finish
+from .iht import _KEYS, _loss, _Problem, check_refine_steps, count_nonzero, finish, frobenius_norm
 from .result import History
 
 __all__ = ["maiht"]
@@ -22,6 +24,7 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     objective : sparseopt.objectives.Objective
         Smooth f with ``shape``, ``value``, ``grad`` (and ``lipschitz`` for the default step).
         A matrix variable (e.g. LayerLoss, d_out x d_in) works as is; patterns act on its rows.
+        An objective on torch tensors is solved with torch on their device (``x`` a tensor).
     pattern : TopK or NM, optional, keyword-only
         Constrained form (App. D.3): the indicator of the pattern replaces lam ||W||_0, so every
         hard thresholding becomes the projection onto the pattern.
@@ -30,9 +33,9 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     target_nnz : int, optional, keyword-only
         Adaptive lam (Sec. 2.4) targeting this many nonzeros in the whole of W; after the main
         stage W is projected onto its ``target_nnz`` largest entries (Alg. 1 line 7).
-    x0 : ndarray, optional, keyword-only
+    x0 : array, optional, keyword-only
         W^0 = W^1 = Z^1 (Alg. 1 line 2). Default: ``objective.reference`` (W_hat = W* for
-        LayerLoss) when present, else zeros.
+        LayerLoss) when present, else zeros. A tensor for an objective on tensors (same device).
     step : float, optional, keyword-only
         alpha = alpha_1 = alpha_2 of eq. 4; default 1/L of the minimised objective (1/(L + mu)
         with the stabiliser). Lemma 3.2 and Thm 3.3 assume step < 1/L.
@@ -95,6 +98,7 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     refine_steps = check_refine_steps(refine_steps)
     pb = _Problem(objective, pattern, lam, target_nnz, x0, step, max_iter, tol, mu=mu)
     alpha = pb.step
+    xp = pb.xp
     hist = History(_KEYS + ("accepted",))
     t0 = time.perf_counter()
 
@@ -109,8 +113,8 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     affine = bool(getattr(pb.objective, "affine_gradient", False))
     gZ, gW_prev = gW, gW
     hist.append(objective=pb.penalized(fW, W, lam_k), loss=_loss(pb, W, fW),
-                support=np.count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
-                residual=np.nan, time=0.0, accepted=np.nan)
+                support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
+                residual=math.nan, time=0.0, accepted=math.nan)
     stop_reason, nit, n_acc = "max_iter", 0, 0
     for k in range(pb.max_iter):
         if pb.mode == "adaptive":
@@ -121,8 +125,8 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
             gY = gW + a * (gZ - gW) + b * (gW - gW_prev)
         else:
             gY = pb.objective.grad(Y)
-        Z = pb.prox(Y - alpha * gY, lam_k).astype(W.dtype, copy=False)
-        V = pb.prox(W - alpha * gW, lam_k).astype(W.dtype, copy=False)
+        Z = xp.astype(pb.prox(Y - alpha * gY, lam_k), W.dtype, copy=False)
+        V = xp.astype(pb.prox(W - alpha * gW, lam_k), W.dtype, copy=False)
         t_prev, t = t, (math.sqrt(4.0 * t * t + 1.0) + 1.0) / 2.0
         fZ, gZ = pb.value_and_grad(Z)
         fV = pb.objective.value(V)  # its gradient is needed only if V is taken
@@ -133,12 +137,12 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
             n_acc += 1
         else:
             W, fW, gW = V, fV, pb.objective.grad(V)
-        res = float(np.linalg.norm(W - W_prev)) / alpha
+        res = frobenius_norm(W - W_prev) / alpha
         nit = k + 1
         hist.append(objective=pb.penalized(fW, W, lam_k), loss=_loss(pb, W, fW),
-                    support=np.count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
+                    support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
                     residual=res, time=time.perf_counter() - t0, accepted=float(accept))
-        if res <= pb.tol and (pb.mode != "adaptive" or np.count_nonzero(W) == pb.target_nnz):
+        if res <= pb.tol and (pb.mode != "adaptive" or count_nonzero(W) == pb.target_nnz):
             stop_reason = "residual <= tol"
             break
     return finish(pb, W, hist, t0, nit, stop_reason, refine_steps,
