@@ -21,6 +21,9 @@ FLOAT_DTYPES = ("float32", "float64")
 
 
 def _dtype_name(dtype) -> str:
+    """``"float32"`` for np.float32, np.dtype("float32") and torch.float32 alike."""
+    if isinstance(dtype, type) and issubclass(dtype, np.generic):
+        return np.dtype(dtype).name
     return str(dtype).removeprefix("torch.")
 
 

@@ -321,3 +321,30 @@ def test_every_method_contract(method):
     gd = prune(W_star, H, method=method, refine_steps=50)
     assert gd.loss <= res.loss * (1 + 1e-5) + 1e-9
     assert len(gd.history["refine_loss"]) == 50
+
+
+def test_psd_tolerance_scales_with_the_precision_of_H():
+    """A float32 H = X X' / n of a square (hence nearly singular) 4096 x 4096 X, formed by a
+    float32 product, is a Hessian any GPU user would pass: accepted. The same rounding-size
+    negative eigenvalue in a float64 H is refused (its tolerance is float64's)."""
+    from sparseopt.validation import check_psd, psd_tolerance
+
+    rng = np.random.default_rng(0)
+    d = 4096
+    X = rng.standard_normal((d, d), dtype=np.float32)
+    H32 = X @ X.T / np.float32(d)
+    gmin = float(np.linalg.eigvalsh(H32.astype(np.float64))[0])
+    tol32 = psd_tolerance(H32)
+    assert gmin < -1.1e-10 * float(np.max(np.diag(H32)))  # the old absolute tolerance fails
+    assert -gmin < tol32  # within the float32 tolerance, with room
+    W = rng.standard_normal((4, d)).astype(np.float32)
+    res = prune(W, H32, method="magnitude")
+    assert NM(2, 4).satisfied(res.W)
+    # a float64 H with an eigenvalue of the same size below zero is not PSD in float64
+    v = rng.standard_normal(64)
+    v /= np.linalg.norm(v)
+    H64 = np.eye(64) + (gmin / float(np.max(np.diag(H32))) - 1.0) * np.outer(v, v)
+    assert psd_tolerance(H64) < -np.linalg.eigvalsh(H64)[0] < psd_tolerance(H64, np.float32)
+    with pytest.raises(ValueError, match="not positive semidefinite"):
+        check_psd(H64)
+    check_psd(H64, dtype=np.float32)  # the same matrix formed in float32 would pass

@@ -6,20 +6,18 @@ import time
 
 import numpy as np
 
-from ..backend import device, kernel, namespace, zero
-from ..linalg import frob_inner
+from ..backend import device, namespace, zero
 from ..patterns import NM
 from .loss import gamma_max
 from .registry import register
 from .result import PruneResult
 
-__all__ = ["prox_prune", "rescale_wanda", "DEFAULT_LAM0", "DEFAULT_BETA", "DEFAULT_MAX_ITER"]
+__all__ = ["prox_prune", "rescale_wanda", "make_regularizer", "REGULARIZERS", "DEFAULT_LAM0",
+           "DEFAULT_BETA", "DEFAULT_MAX_ITER"]
 
 #: lambda_0 and beta of the paper's schedule lambda_k = lambda_0 beta^k (Sec. 4).
 DEFAULT_LAM0 = 0.01
 DEFAULT_BETA = 1.01
-#: Layers with at least this many weights show progress by default (``verbose=None``).
-VERBOSE_MIN_SIZE = 2**20
 #: Iteration cap; with the default schedule lambda grows by 1e4 in ~926 iterations.
 DEFAULT_MAX_ITER = 3000
 
@@ -38,12 +36,41 @@ def rescale_wanda(W_star, H):
     return W_star * xp.astype(s[None, :], W_star.dtype), H / (s[:, None] * s[None, :]), s
 
 
+#: Names of the regularizers of ``prune(..., method="prox", regularizer=NAME)``: r_{N:M}
+#: (the paper's, Sec. 3) and the simpler ones of prox24-kubler App. C / Table 2.
+REGULARIZERS = ("rnm", "R0", "R1", "R2", "l0", "l1")
+
+
+def make_regularizer(regularizer, pattern, *, prox_method="alm", prox_tol=None):
+    """The regularizer object of a name in :data:`REGULARIZERS` (objects pass unchanged).
+
+    ``"rnm"``: r_{N:M} of ``pattern`` with the exact prox ``prox_nm`` (``prox_method``,
+    ``prox_tol``); ``"R0"``, ``"R1"``, ``"R2"``: App. C eq. 25-27 on the groups of
+    ``pattern``; ``"l0"``, ``"l1"``: the plain entrywise penalties.
+    """
+    from .. import regularizers as R
+
+    if not isinstance(regularizer, str):
+        if not hasattr(regularizer, "prox"):
+            raise ValueError(f"regularizer must be one of {REGULARIZERS} or an object with "
+                             f".prox(x, tau), got {regularizer!r}")
+        return regularizer
+    if regularizer == "rnm":
+        return R.RNM(pattern=pattern, method=prox_method, tol=prox_tol)
+    if regularizer in ("R0", "R1", "R2"):
+        return getattr(R, regularizer)(pattern=pattern)
+    if regularizer in ("l0", "l1"):
+        return getattr(R, regularizer.upper())()
+    raise ValueError(f"regularizer must be one of {REGULARIZERS}, got {regularizer!r}")
+
+
 @register("prox", order=40)
 def prox_prune(
     W,
     H,
     pattern,
     *,
+    regularizer="rnm",
     lam0=None,
     beta=DEFAULT_BETA,
     lam_tilde=None,
@@ -51,12 +78,15 @@ def prox_prune(
     max_iter=DEFAULT_MAX_ITER,
     prox_method="alm",
     prox_tol=None,
+    tail_tol=1e-4,
     verbose=None,
 ):
     """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2).
 
-    The matrix prox pruner: gradient steps on L alternated with the N:M prox, with a growing
-    lambda, until W is N:M sparse.
+    The matrix prox pruner: gradient steps on L alternated with the prox of a sparsity
+    regularizer (r_{N:M} by default; the App. C ones on request), with a growing lambda, until
+    W is N:M sparse, then the projection onto the pattern where it is not yet. It is
+    :func:`sparseopt.solvers.proximal_gradient` on :class:`sparseopt.objectives.LayerLoss`.
 
     Parameters
     ----------
@@ -66,13 +96,23 @@ def prox_prune(
         Symmetric PSD Hessian (float64).
     pattern : NM
         N:M pattern, ``n < m`` (``n == m`` returns W* unchanged).
+    regularizer : {"rnm", "R0", "R1", "R2", "l0", "l1"} or regularizer object, default "rnm"
+        r_{N:M} (prox24-kubler eq. 6, its exact prox eq. 7), or the simpler regularizers of
+        App. C (eq. 25-27: hard thresholding, soft thresholding, shrinkage of the M - N
+        smallest magnitudes of each group; the "L0 / L1 / L2 regularizer" rows of Table 2),
+        or the plain l0 / l1 penalties (:func:`make_regularizer`). R2 never reaches exact
+        N:M at finite lambda: its run stops by ``tail_tol`` and the final projection makes
+        it N:M.
     lam0 : float, optional
         lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
     beta : float, default 1.01
         Growth factor, ``> 1``.
     lam_tilde : float, optional
         Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*|, with W* the weights the
-        prox sees (after rescaling). Give either ``lam0`` or ``lam_tilde``, not both.
+        prox sees (after rescaling), for r_{2:4}; in general lam_tilde mean|W*|^(2 - p)
+        for a regularizer homogeneous of degree p (r_{N:M}: p = N + 1; R0, l0: 0; R1, l1: 1;
+        R2: 2), which makes the schedule invariant to the scale of W*. Give either ``lam0``
+        or ``lam_tilde``, not both.
     rescale : bool, default True
         Wanda-style rescaling of Sec. 4 before pruning, undone at the end
         (:func:`rescale_wanda`).
@@ -84,9 +124,13 @@ def prox_prune(
         the torch kernel).
     prox_tol : float, optional
         ``tol`` of ``prox_nm`` (its default when None).
+    tail_tol : float, default 1e-4
+        For regularizers that never reach N:M exactly (R2): stop once
+        ||W - P(W)||_F <= tail_tol ||W||_F (:func:`~sparseopt.solvers.proximal_gradient`).
     verbose : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
-        layers with at least 2^20 weights (:data:`VERBOSE_MIN_SIZE`), off below.
+        layers with at least 2^20 weights
+        (:data:`sparseopt.solvers.proxgrad.VERBOSE_MIN_SIZE`), off below.
 
     Returns
     -------
@@ -121,7 +165,8 @@ def prox_prune(
     ----------
     Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, eq. 4, 5, 15.
     """
-    from .. import prox as _prox  # noqa: F401  (registers the NumPy kernel "prox_nm")
+    from ..objectives import LayerLoss
+    from ..solvers.proxgrad import proximal_gradient
 
     if not isinstance(pattern, NM):
         raise ValueError(f"prox supports NM patterns only, got pattern={pattern!r}")
@@ -142,7 +187,7 @@ def prox_prune(
         return PruneResult(x=xp.asarray(W, copy=True), mask=mask,
                            stop_reason="n == m: nothing to prune", info={"nit": 0,
                            "stop_reason": "n == m: nothing to prune"})
-    prox_nm = kernel("prox_nm", W)
+    reg = make_regularizer(regularizer, pattern, prox_method=prox_method, prox_tol=prox_tol)
 
     if rescale:
         Wt_star, Ht, s = rescale_wanda(W, H)
@@ -153,66 +198,32 @@ def prox_prune(
         mean_abs = float(xp.mean(xp.abs(Wt_star)))
         if mean_abs == 0:
             raise ValueError("lam_tilde needs mean|W*| > 0 (eq. 15); W* is all zeros")
-        lam0 = lam_tilde / mean_abs
+        lam0 = lam_tilde * mean_abs ** (2 - reg.degree)
     elif lam0 is None:
         lam0 = DEFAULT_LAM0
     g = gamma_max(Ht)
     eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
-    Hd = xp.astype(Ht, dt)
-    GS = Wt_star @ Hd  # W* H, fixed
-    two_eta = 2.0 * eta
-
-    hist = {"lam": [], "loss": [], "nm_fraction": [], "time": []}
-    t0 = time.perf_counter()
-    Wk = xp.asarray(Wt_star, copy=True)
-    lam = float(lam0)
-    k = 0
-    bar = None
-    if verbose is None:
-        verbose = W.shape[0] * W.shape[1] >= VERBOSE_MIN_SIZE
-    if verbose:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_iter, desc="prox", unit="it")
-    done = pattern.satisfied(Wk)
-    while not done and k < max_iter:
-        R = Wk @ Hd
-        R -= GS  # (W - W*) H
-        if k > 0:  # loss of the previous iterate, free from the gradient product
-            hist["loss"].append(frob_inner(R, Wk - Wt_star))
-        R *= -two_eta
-        R += Wk  # gradient step (eq. 4), in place
-        Wk = prox_nm(R, lam, n, m, method=prox_method, tol=prox_tol)
-        hist["lam"].append(lam)
-        frac = pattern.satisfied_fraction(Wk)
-        hist["nm_fraction"].append(frac)
-        hist["time"].append(time.perf_counter() - t0)
-        k += 1
-        lam *= beta
-        done = frac == 1.0
-        if bar is not None:
-            bar.update(1)
-            if hist["loss"]:
-                bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}", loss=f"{hist['loss'][-1]:.4g}",
-                                nm=f"{frac:.3f}")
-    if k > 0:
-        D = xp.astype(Wk - Wt_star, xp.float64)
-        hist["loss"].append(frob_inner(D @ Ht, D))
-    if bar is not None:
-        bar.close()
+    f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
+    res = proximal_gradient(f, reg, lam0=float(lam0), beta=float(beta), step=eta,
+                            x0=Wt_star, max_iter=max_iter, pattern=pattern, tail_tol=tail_tol,
+                            verbose=verbose, desc="prox")
+    Wk, k = res.x, res.nit
+    done = res.stop_reason == "x in pattern"
     projected = not done
     if projected:
         Wk = pattern.project(Wk)
-    stop = "W is N:M" if done else "max_iter (projected onto the pattern)"
+    stop = "W is N:M" if done else (
+        f"{res.stop_reason} (projected onto the pattern)")
     W_out = xp.astype(Wk / xp.astype(s[None, :], dt), dt, copy=False)
     mask = pattern.mask(W_out)
     W_out = xp.where(mask, W_out, zero(W_out))
     info = {
         "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
-        "beta": float(beta), "lam_final": hist["lam"][-1] if k else float(lam0),
+        "beta": float(beta), "lam_final": res.info["lam_final"],
         "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
+        "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),
     }
-    history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
+    history = {key: res.history[key] for key in ("lam", "loss", "nm_fraction", "time")}
     if k:
         history["objective"] = history["loss"]
     return PruneResult(x=W_out, mask=mask, nit=k, stop_reason=stop, history=history, info=info)

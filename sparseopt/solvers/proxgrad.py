@@ -1,0 +1,141 @@
+"""Proximal gradient with a growing lambda: an objective, a regularizer, a lambda schedule
+(prox24-kubler Alg. 2, for any regularizer object of :mod:`sparseopt.regularizers`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..backend import namespace
+from ..validation import check_int, check_real
+from .result import SolverResult
+
+__all__ = ["proximal_gradient"]
+
+#: Variables with at least this many entries show progress by default (``verbose=None``).
+VERBOSE_MIN_SIZE = 2**20
+
+
+def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
+                      max_iter=1000, pattern=None, tail_tol=1e-4, verbose=None, desc="prox"):
+    """x_{k+1} = prox_{lambda_k R}(x_k - step grad f(x_k)) with lambda_k = lam0 beta^k.
+
+    Parameters
+    ----------
+    objective : Objective
+        Smooth f with ``value(x)`` and ``value_and_grad(x)`` on arrays of ``objective.shape``
+        (e.g. :class:`sparseopt.objectives.LayerLoss`; NumPy arrays or torch tensors).
+    regularizer : regularizer object
+        R with ``prox(x, tau)`` = argmin_w 0.5 ||w - x||^2 + tau R(w) (its own ``lam`` is a
+        constant factor of R) and ``exact_pattern`` (the N:M pattern its prox reaches
+        exactly at finite lambda, or None), e.g. ``RNM``, ``R0``, ``R1``, ``R2``, ``L0``,
+        ``L1`` of :mod:`sparseopt.regularizers`.
+    lam0 : float
+        lambda_0 > 0.
+    beta : float, default 1.0
+        Growth factor of the schedule, ``>= 1`` (1: a fixed lambda).
+    step : float, optional
+        Gradient step; default 1 / objective.lipschitz(). 0 makes every iteration a pure prox.
+    x0 : array, optional
+        Start; default ``objective.reference`` (W* for LayerLoss). Not modified.
+    max_iter : int, default 1000
+        Iteration cap.
+    pattern : NM or TopK, optional
+        Stop as soon as x lies in ``pattern``. For a regularizer whose prox never reaches
+        the pattern exactly (``exact_pattern`` is None, e.g. R2), stop also when the part of
+        x outside the pattern is small: ||x - P(x)||_F <= tail_tol ||x||_F.
+    tail_tol : float, default 1e-4
+        See ``pattern``; not used for regularizers with an exact pattern.
+    verbose : bool, optional
+        tqdm progress bar; default on for variables with at least 2^20 entries.
+    desc : str
+        Label of the progress bar.
+
+    Returns
+    -------
+    SolverResult
+        ``x`` (same library, dtype and device as x0), ``history`` with one row per iterate
+        k = 1..K: ``objective`` and ``loss`` (both f(x_k), float64; computed with the
+        gradient of the next step where that step is taken), ``lam`` (the lambda used to
+        make x_k), ``nm_fraction`` (fraction of groups in ``pattern``, NaN without one),
+        ``time``; ``nit``; ``stop_reason`` (``"x in pattern"``, ``"tail <= tail_tol"`` or
+        ``"max_iter"``); ``info`` with ``lam0``, ``beta``, ``lam_final``, ``step``.
+
+    Notes
+    -----
+    Lambda convention of prox24-kubler Alg. 2: lambda_k is handed to the prox as is, so it
+    already contains the step size; in proximal-gradient notation step k is a PG step on
+    f + (lambda_k / step) R. Cost per iteration: one ``value_and_grad`` and one prox.
+
+    References
+    ----------
+    Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, App. C.
+    """
+    lam0 = check_real(lam0, "lam0", positive=True)
+    beta = check_real(beta, "beta")
+    if beta < 1:
+        raise ValueError(f"beta must be >= 1, got {beta!r}")
+    max_iter = check_int(max_iter, "max_iter", minimum=0)
+    tail_tol = check_real(tail_tol, "tail_tol")
+    if step is None:
+        L = float(objective.lipschitz())
+        step = 1.0 / L if L > 0 else 0.0
+    step = check_real(step, "step")
+    x = getattr(objective, "reference", None) if x0 is None else x0
+    if x is None:
+        raise ValueError("x0 is required for an objective without a reference point")
+    xp = namespace(x)
+    x = xp.asarray(x, copy=True)
+    exact = getattr(regularizer, "exact_pattern", None) is not None
+
+    def in_pattern(z):
+        if pattern is None:
+            return np.nan, False
+        frac = pattern.satisfied_fraction(z) if hasattr(pattern, "satisfied_fraction") \
+            else float(pattern.satisfied(z))
+        if frac == 1.0:
+            return frac, "x in pattern"
+        if not exact:
+            tail = float(xp.linalg.vector_norm(z - pattern.project(z)))
+            if tail <= tail_tol * float(xp.linalg.vector_norm(z)):
+                return frac, "tail <= tail_tol"
+        return frac, False
+
+    hist = {"objective": [], "lam": [], "nm_fraction": [], "time": []}
+    t0 = time.perf_counter()
+    lam = lam0
+    k = 0
+    bar = None
+    if verbose is None:
+        verbose = int(np.prod(x.shape)) >= VERBOSE_MIN_SIZE
+    if verbose:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_iter, desc=desc, unit="it")
+    _, stop = in_pattern(x)
+    while not stop and k < max_iter:
+        f_x, g = objective.value_and_grad(x)
+        if k > 0:  # f of the previous iterate, free from the gradient evaluation
+            hist["objective"].append(f_x)
+        x = regularizer.prox(x - step * g, lam)
+        hist["lam"].append(lam)
+        frac, stop = in_pattern(x)
+        hist["nm_fraction"].append(frac)
+        hist["time"].append(time.perf_counter() - t0)
+        k += 1
+        lam *= beta
+        if bar is not None:
+            bar.update(1)
+            if hist["objective"]:
+                bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}",
+                                loss=f"{hist['objective'][-1]:.4g}", nm=f"{frac:.3f}")
+    if k > 0:
+        hist["objective"].append(objective.value(x))
+    if bar is not None:
+        bar.close()
+    history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
+    history["loss"] = history["objective"]
+    info = {"lam0": lam0, "beta": beta, "lam_final": hist["lam"][-1] if k else lam0,
+            "step": step}
+    return SolverResult(x=x, history=history, nit=k, stop_reason=stop or "max_iter", info=info)
