@@ -13,7 +13,9 @@ from test_layer_core import (
     TOY_W,
     assert_valid_result,
     brute_force_layer,
+    masked_optimum,
     random_layer,
+    row_loss,
 )
 
 
@@ -178,3 +180,76 @@ def test_nm_fraction_matches_count_nonzero(n, m):
         assert _nm_fraction(W, n, m) == ref
         B = rng.standard_normal(W.shape).astype(dtype)
         assert _frob_inner(W, B) == pytest.approx(np.sum(W.astype(np.float64) * B), rel=1e-12)
+
+
+# ---------------------------------------------------------------- App. C pruners
+
+APPC = ("R0", "R1", "R2", "l0", "l1")
+
+
+@pytest.mark.parametrize("regularizer", ("rnm", "R0", "R1", "R2"))
+def test_regularized_pruners_reach_the_thm1_optimum_for_diagonal_H(regularizer):
+    """With a diagonal H the rescaled gradient step returns W* itself, so every group
+    regularizer keeps the largest scaled magnitudes of each group: the Wanda mask, optimal
+    by Thm 1 (checked against brute force over all masks). The entrywise l0 / l1 have no
+    group structure and need not find it."""
+    rng = np.random.default_rng(5)
+    W_star = rng.standard_normal((3, 8))
+    H = np.diag(rng.uniform(0.2, 3.0, 8))
+    best, W_opt = brute_force_layer(W_star, H)
+    res = prune(W_star, H, method="prox", regularizer=regularizer, refine_steps=200)
+    assert_valid_result(res, W_star, H, NM(2, 4))
+    np.testing.assert_array_equal(res.W != 0, W_opt != 0)
+    assert res.loss == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize("regularizer", APPC)
+def test_regularized_pruners_against_bruteforce(regularizer):
+    """On tiny correlated layers every App. C pruner returns a valid 2:4 layer whose loss is
+    never below the brute-force optimum, and +GD reaches the masked optimum of its mask."""
+    rng = np.random.default_rng(6)
+    for _ in range(4):
+        W_star, H, _ = random_layer(rng, 1, 8, corr=1.5)
+        best, _ = brute_force_layer(W_star, H)
+        res = prune(W_star, H, method="prox", regularizer=regularizer, refine_steps=3000)
+        assert_valid_result(res, W_star, H, NM(2, 4))
+        assert best <= res.loss + 1e-10
+        w_mask = masked_optimum(W_star[0], H, res.mask[0])
+        assert res.loss == pytest.approx(row_loss(w_mask, W_star[0], H), rel=1e-6, abs=1e-10)
+
+
+def test_regularized_pruners_stop_reasons():
+    """R0, R1 and r_{2:4} end exactly 2:4; R2 never does at finite lambda (App. C), so it
+    stops on its tail and is projected; a smaller tail_tol takes more iterations."""
+    rng = np.random.default_rng(7)
+    W_star, H, _ = random_layer(rng, 4, 16, corr=1.0)
+    for reg in ("rnm", "R0", "R1"):
+        res = prune(W_star, H, method="prox", regularizer=reg)
+        assert res.stop_reason == "W is N:M" and not res.info["projected"], reg
+        assert res.info["regularizer"] == reg
+    loose = prune(W_star, H, method="prox", regularizer="R2", tail_tol=1e-2)
+    tight = prune(W_star, H, method="prox", regularizer="R2", tail_tol=1e-6)
+    for res in (loose, tight):
+        assert res.info["projected"]
+        assert res.stop_reason == "tail <= tail_tol (projected onto the pattern)"
+        assert NM(2, 4).satisfied(res.W)
+    assert tight.nit > loose.nit
+
+
+def test_regularizer_objects_and_lam_tilde_degree():
+    """A regularizer object is accepted as is; lam_tilde scales with mean|W*|^(2 - degree),
+    so the schedule (hence the mask) is invariant to the scale of W* for every regularizer."""
+    from sparseopt.regularizers import R1
+
+    rng = np.random.default_rng(8)
+    W_star, H, _ = random_layer(rng, 2, 16, corr=1.0)
+    a = prune(W_star, H, method="prox", regularizer=R1(pattern=NM(2, 4)))
+    b = prune(W_star, H, method="prox", regularizer="R1")
+    np.testing.assert_array_equal(a.W, b.W)
+    for reg in ("rnm", "R0", "R1", "R2"):
+        r1 = prune(W_star, H, method="prox", regularizer=reg, lam_tilde=0.01)
+        r2 = prune(7.0 * W_star, H, method="prox", regularizer=reg, lam_tilde=0.01)
+        np.testing.assert_array_equal(r1.mask, r2.mask)
+        assert r1.nit == r2.nit, reg
+    with pytest.raises(ValueError, match="regularizer must be one of"):
+        prune(W_star, H, method="prox", regularizer="L7")
