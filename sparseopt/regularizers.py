@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import device, is_numpy, kernel, namespace, zero
+from numba import njit
+
+from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM
 from .validation import check_float_array, check_real
 
@@ -152,6 +154,45 @@ def _soft(v, c, xp):
 def _hard(v, c, xp):
     """v where |v| > sqrt(2 c), else 0: the l0 prox (0 at the tie |v| = sqrt(2 c))."""
     return xp.where(xp.abs(v) > float(np.sqrt(2.0 * c)), v, zero(v))
+
+
+@njit(cache=True)
+def _tail_prox_groups(g, n, kind, c, out):
+    """The prox of ``c R`` on every row of ``g`` (G, m) into ``out``: entries of rank >= n
+    (rank = larger magnitudes, or equal ones at a smaller index, before it) get the scalar
+    prox of R0 (kind 0: hard threshold sqrt(2c), 0 at equality), R1 (kind 1: soft
+    threshold c) or R2 (kind 2: v / (1 + c)), in float64, rounded once on store."""
+    G, m = g.shape
+    thr = np.sqrt(2.0 * c)
+    for i in range(G):
+        for t in range(m):
+            at = abs(g[i, t])
+            rank = 0
+            for u in range(m):
+                au = abs(g[i, u])
+                if au > at or (au == at and u < t):
+                    rank += 1
+            v = np.float64(g[i, t])
+            if rank < n:
+                out[i, t] = g[i, t]
+            elif kind == 0:
+                out[i, t] = v if abs(v) > thr else 0.0
+            elif kind == 1:
+                d = abs(v) - c
+                d = d if d > 0.0 else 0.0
+                out[i, t] = 0.0 - d if v < 0.0 else d
+            else:
+                out[i, t] = v / (1.0 + c)
+
+
+@register_kernel("tail_prox", "numpy")
+def tail_prox(x, n, m, kind, c):
+    """The NumPy/Numba kernel of the R0 / R1 / R2 prox (``kind`` 0, 1, 2) of ``c R`` on the
+    groups of ``m`` along the last axis; twin: ``_TailRegularizer._prox_array_api``."""
+    g = np.ascontiguousarray(x).reshape(-1, m)
+    out = np.empty_like(g)
+    _tail_prox_groups(g, int(n), int(kind), float(c), out)
+    return out.reshape(x.shape)
 
 
 class Regularizer:
@@ -417,6 +458,13 @@ class _TailRegularizer(Regularizer):
         return float(xp.sum(self._h(tail, xp)))
 
     def _prox(self, x, c):
+        if numpy_path(x):  # the Numba kernel; the array-API code below is its twin
+            _check_groups(x, self.pattern)
+            return kernel("tail_prox", x)(x, self.pattern.n, self.pattern.m, self._kind, c)
+        return self._prox_array_api(x, c)
+
+    def _prox_array_api(self, x, c):
+        """The prox by ranks from a stable argsort (any array library, any device)."""
         xp = namespace(x)
         tail = self._tail(x)
         shrunk = xp.astype(self._scalar_prox(xp.astype(x, xp.float64), c, xp), x.dtype)
@@ -458,6 +506,7 @@ class R0(_TailRegularizer):
 
     _nondifferentiable = "piecewise constant"
     degree = 0
+    _kind = 0
 
     @staticmethod
     def _h(a, xp):
@@ -495,6 +544,7 @@ class R1(_TailRegularizer):
 
     _nondifferentiable = "|w_i| at 0, and where the sorted order of |w| changes"
     degree = 1
+    _kind = 1
 
     @staticmethod
     def _h(a, xp):
@@ -538,6 +588,7 @@ class R2(_TailRegularizer):
     """
 
     degree = 2
+    _kind = 2
 
     @staticmethod
     def _h(a, xp):

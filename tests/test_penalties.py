@@ -380,3 +380,27 @@ def test_repr_and_exact_pattern():
         assert "Notes" in cls.__doc__ and "lam" in cls.__doc__
     for cls, eq in ((R0, "eq. 25"), (R1, "eq. 26"), (R2, "eq. 27")):
         assert eq in cls.__doc__
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls", ["R0", "R1", "R2"])
+@pytest.mark.parametrize("n, m", [(2, 4), (1, 4), (2, 8), (0, 4), (4, 4), (3, 4)])
+def test_tail_prox_numba_kernel_matches_its_array_api_twin(dtype, cls, n, m):
+    """The Numba kernel of the R0 / R1 / R2 prox and the array-API code (the path of
+    tensors on a GPU) agree bit for bit, signs of zeros included: ties, zeros, signs,
+    values at the thresholds."""
+    import sparseopt.regularizers as regs
+
+    rng = np.random.default_rng(11)
+    Y = rng.standard_normal((64, 8 * m)).astype(dtype)
+    Y[:, ::5] = 0.0
+    Y[::3, 1::m] = Y[::3, 0::m]  # exact ties inside groups
+    Y[::4, 2::m] = -Y[::4, 0::m]  # ties of magnitude with opposite signs
+    lam, tau = 0.7, 0.4
+    c = tau * lam
+    Y[1, :3] = [np.sqrt(2 * c), c, -c]  # at the R0 / R1 thresholds
+    r = getattr(regs, cls)(lam, pattern=NM(n, m))
+    a, b = r.prox(Y, tau), r._prox_array_api(Y, c)
+    assert a.dtype == b.dtype == Y.dtype
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
