@@ -23,12 +23,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 from itertools import combinations
 
 import numpy as np
 
 from ..patterns import check_finite
+from ..result import Result
 
 __all__ = ["MaskSearchResult", "best_mask", "support_value"]
 
@@ -36,9 +38,11 @@ __all__ = ["MaskSearchResult", "best_mask", "support_value"]
 _ENUM_CHUNK = 4096
 
 
-@dataclass
-class MaskSearchResult:
-    """Solution of the optimal-mask problem (iobs-wu eq. 24).
+@dataclass(repr=False)
+class MaskSearchResult(Result):
+    """Solution of the optimal-mask problem (iobs-wu eq. 24), a
+    :class:`~sparseopt.result.Result`: ``x`` is ``theta``, ``fun`` is ``value``, ``nit`` is
+    ``nodes``, ``stop_reason`` is ``"optimal"`` (both searches are exact).
 
     Attributes
     ----------
@@ -59,13 +63,21 @@ class MaskSearchResult:
         Solver details (branch-and-bound: initial greedy value, nodes pruned, ...).
     """
 
-    mask: np.ndarray
-    theta: np.ndarray
-    value: float
-    solver: str
-    nodes: int
-    time: float
-    info: dict = field(default_factory=dict)
+    mask: Any = None
+    solver: str = ""
+    time: float = 0.0
+
+    @property
+    def theta(self):
+        return self.x
+
+    @property
+    def value(self) -> float:
+        return self.fun
+
+    @property
+    def nodes(self) -> int:
+        return self.nit
 
 
 def _cholesky_pd(H: np.ndarray, name: str) -> np.ndarray:
@@ -223,7 +235,8 @@ def best_mask(
     else:
         mask, nodes, info = _branch_and_bound(v, H, k, max_nodes, rtol)
     theta, value = support_value(v, H, mask)
-    return MaskSearchResult(mask, theta, value, method, nodes, time.perf_counter() - t0, info)
+    return MaskSearchResult(x=theta, fun=value, nit=nodes, stop_reason="optimal", info=info,
+                            mask=mask, solver=method, time=time.perf_counter() - t0)
 
 
 def _enumerate(v, H, k):
