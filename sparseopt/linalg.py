@@ -13,10 +13,11 @@ import scipy.linalg
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 
-__all__ = ["lambda_max", "frob_inner", "inverse_hessian_factor", "cholesky_ok", "DENSE_EIG_MAX"]
+__all__ = ["lambda_max", "spectral_norm", "gram_lambda_max", "frob_inner",
+           "inverse_hessian_factor", "cholesky_ok", "DENSE_EIG_MAX"]
 
-#: Above this size lambda_max runs Lanczos (eigsh) instead of a dense LAPACK solve, where a
-#: full tridiagonalisation would dominate the cost.
+#: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
+#: solve, where a full tridiagonalisation would dominate the cost.
 DENSE_EIG_MAX = 1024
 
 
@@ -40,6 +41,46 @@ def lambda_max(H) -> float:
 
     v0 = np.ones(d) / np.sqrt(d)
     return float(eigsh(H, k=1, which="LA", tol=1e-10, v0=v0, return_eigenvectors=False)[0])
+
+
+def spectral_norm(A) -> float:
+    """max |eigenvalue| of a symmetric, possibly indefinite matrix (dense eigvalsh, or Lanczos
+    when large); for a PSD matrix this is :func:`sparseopt.linalg.lambda_max`."""
+    d = A.shape[0]
+    if d == 0:
+        return 0.0
+    A64 = np.asarray(A).astype(np.float64, copy=False)
+    if d <= DENSE_EIG_MAX:
+        ev = scipy.linalg.eigvalsh(A64)
+        return float(max(abs(ev[0]), abs(ev[-1])))
+    from scipy.sparse.linalg import eigsh  # only for large matrices
+
+    ev = eigsh(A64, k=1, which="LM", return_eigenvectors=False, tol=1e-10)
+    return float(abs(ev[0]))
+
+
+def gram_lambda_max(X) -> float:
+    """Largest eigenvalue of X'X = sigma_max(X)^2, via the smaller Gram matrix.
+
+    Small problems use a dense eigvalsh; large ones run Lanczos (eigsh) on the operator
+    v -> X'(Xv) (or X(X'v)), which never forms the Gram matrix.
+    """
+    n, p = X.shape
+    if min(n, p) == 0:
+        return 0.0
+    X64 = np.asarray(X).astype(np.float64, copy=False)
+    if min(n, p) <= DENSE_EIG_MAX:
+        G = X64 @ X64.T if n < p else X64.T @ X64
+        return float(scipy.linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0])
+    from scipy.sparse.linalg import LinearOperator, eigsh  # only for large matrices
+
+    d = min(n, p)
+    if n < p:
+        op = LinearOperator((d, d), matvec=lambda v: X64 @ (X64.T @ v))
+    else:
+        op = LinearOperator((d, d), matvec=lambda v: X64.T @ (X64 @ v))
+    ev = eigsh(op, k=1, which="LA", return_eigenvectors=False, tol=1e-10)
+    return float(ev[0])
 
 
 def frob_inner(A, B) -> float:

@@ -28,18 +28,14 @@ from abc import ABC, abstractmethod
 
 import array_api_compat
 import numpy as np
-import scipy.linalg
-import scipy.sparse.linalg
 
 from .backend import device, is_numpy, namespace, numpy_dtype, zero
-from .linalg import lambda_max
+from .linalg import gram_lambda_max, lambda_max, spectral_norm
 from .validation import FLOAT_DTYPES, check_finite
 from .validation import check_psd as _check_psd
 
 __all__ = ["Objective", "Quadratic", "LeastSquares", "LayerLoss", "Logistic", "Smooth"]
 
-# Above this size a dense eigen-decomposition is replaced by Lanczos (eigsh).
-_DENSE_EIG_MAX = 600
 
 
 def _as_float_array(a, name: str) -> np.ndarray:
@@ -88,42 +84,6 @@ def _check_symmetric(H, name: str) -> None:
     tol = max(10.0 * d * eps, 1e-10) * max(float(xp.max(xp.abs(H))), 1e-300)
     if float(xp.max(xp.abs(H - H.T))) > tol:
         raise ValueError(f"{name} must be symmetric")
-
-
-def _sym_spectral_norm(A: np.ndarray) -> float:
-    """max |eigenvalue| of a symmetric, possibly indefinite matrix (dense eigvalsh, or Lanczos
-    when large); for a PSD matrix this is :func:`sparseopt.linalg.lambda_max`."""
-    d = A.shape[0]
-    if d == 0:
-        return 0.0
-    A64 = A.astype(np.float64, copy=False)
-    if d <= _DENSE_EIG_MAX:
-        ev = scipy.linalg.eigvalsh(A64)
-        return float(max(abs(ev[0]), abs(ev[-1])))
-    ev = scipy.sparse.linalg.eigsh(A64, k=1, which="LM", return_eigenvectors=False, tol=1e-10)
-    return float(abs(ev[0]))
-
-
-def _gram_lambda_max(X: np.ndarray) -> float:
-    """Largest eigenvalue of X'X = sigma_max(X)^2, via the smaller Gram matrix.
-
-    Small problems use a dense eigvalsh; large ones run Lanczos (eigsh) on the operator
-    v -> X'(Xv) (or X(X'v)), which never forms the Gram matrix.
-    """
-    n, p = X.shape
-    if min(n, p) == 0:
-        return 0.0
-    X64 = X.astype(np.float64, copy=False)
-    if min(n, p) <= _DENSE_EIG_MAX:
-        G = X64 @ X64.T if n < p else X64.T @ X64
-        return float(scipy.linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0])
-    d = min(n, p)
-    if n < p:
-        op = scipy.sparse.linalg.LinearOperator((d, d), matvec=lambda v: X64 @ (X64.T @ v))
-    else:
-        op = scipy.sparse.linalg.LinearOperator((d, d), matvec=lambda v: X64.T @ (X64 @ v))
-    ev = scipy.sparse.linalg.eigsh(op, k=1, which="LA", return_eigenvectors=False, tol=1e-10)
-    return float(ev[0])
 
 
 class Objective(ABC):
@@ -235,7 +195,7 @@ class Quadratic(Objective):
         return self.H
 
     def _compute_lipschitz(self) -> float:
-        return _sym_spectral_norm(self.H)
+        return spectral_norm(self.H)
 
     def minimize_on_support(self, mask) -> np.ndarray:
         """argmin of f over {w : w = 0 outside mask} (least-squares solution of H_SS w_S = b_S)."""
@@ -307,7 +267,7 @@ class LeastSquares(Objective):
         return self.X.T @ self.X
 
     def _compute_lipschitz(self) -> float:
-        return _gram_lambda_max(self.X)
+        return gram_lambda_max(self.X)
 
     def minimize_on_support(self, mask) -> np.ndarray:
         """argmin of f over {w : w = 0 outside mask} (least squares on the columns in mask)."""
@@ -574,7 +534,7 @@ class Logistic(Objective):
         return (X64.T * d) @ X64 + self.l2 * np.eye(self.shape[0])
 
     def _compute_lipschitz(self) -> float:
-        return _gram_lambda_max(self.X) / (4.0 * self.X.shape[0]) + self.l2
+        return gram_lambda_max(self.X) / (4.0 * self.X.shape[0]) + self.l2
 
 
 class Smooth(Objective):
