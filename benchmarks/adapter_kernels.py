@@ -1,4 +1,5 @@
-"""torch kernels of the adapter vs the NumPy/Numba core, on CPU, measured in the same run.
+"""The accelerator path (torch kernels of the adapter) vs the NumPy/Numba core, on CPU, in the
+same run.
 
 Usage::
 
@@ -6,21 +7,30 @@ Usage::
     python benchmarks/adapter_kernels.py --quick          # 256K-cell prox and 256x128 only
     python benchmarks/adapter_kernels.py --threads 1      # torch, Numba and BLAS on one thread
 
+The core computes on the arrays it is given: NumPy arrays with NumPy and the Numba kernels,
+torch tensors with torch; tensors on an accelerator take the torch kernels the adapter
+registers through the ``sparseopt.kernels`` entry point. Inside
+``sparseopt.backend.device_kernels()`` CPU tensors take that accelerator path too, which is
+what is timed here as "torch", against the same call on NumPy arrays ("core").
+
 Figures printed (no absolute time is asserted anywhere; ratios compare two timings of the same
 run, interleaved, best of ``--repeats`` after a warm-up):
 
 1. The 2:4 prox of a (cells / 4096, 4096) float32 array of N(0, 1) entries at each lambda of
-   ``--lams``: ``sparseopt_torch.kernels.prox24`` vs ``sparseopt.prox.prox_nm(y, lam, 2, 4,
-   method="alm")``, and the ratio torch / core.
+   ``--lams``: the torch kernel ``sparseopt_torch.kernels.prox24`` vs
+   ``sparseopt.prox.prox_nm(y, lam, 2, 4, method="alm")``, and the ratio torch / core.
 2. One prox-gradient iteration of prox24-kubler Alg. 2 (gradient step eq. 4 on the rescaled
    problem, then the 2:4 prox) for every ``d_out x d_in`` of ``--sizes`` (W* = randn float32,
-   H from ``sparseopt.demo.layer.correlated_hessian``), at the first iterate W = W*: torch
+   H from ``sparseopt.problems.correlated_hessian``), at the first iterate W = W*: torch
    (``W @ H`` in torch + ``prox24``) vs the core (NumPy ``@`` + ``prox_nm``), with the split
    into product and prox, and the ratio torch / core.
-
-3. For the same layers: SparseGPT (``sparsegpt_torch`` vs ``sparsegpt_prune``, 2:4, blocksize
-   128) and ``--gd-steps`` masked gradient steps (``masked_gd_torch`` vs the core's
-   ``_masked_gd``, eq. 5), with the ratio torch / core.
+3. For the same layers, through the public API: ``sparseopt.prune(W, H, method="sparsegpt")``
+   (2:4, blocksize 128), ``sparseopt.prune(W, H, method="prox", max_iter=--prox-iters)`` (the
+   first iterations of Alg. 2 from lambda_0 = 0.01, then projected onto 2:4) and
+   ``sparseopt.layer.masked_gd`` with ``--gd-steps`` steps (eq. 5, step given), each on CPU
+   tensors inside ``device_kernels()`` vs on NumPy arrays, with the ratio torch / core and
+   the agreement of the results. These include what the API does besides the kernels
+   (validation, the PSD test of H, gamma_max), on both sides alike.
 
 Whether the torch kernels pay off on CPU is read off the ratios (below 1: torch faster).
 """
@@ -30,14 +40,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+import warnings
 
 import numpy as np
 import torch
 
-from sparseopt.demo.layer import correlated_hessian
-from sparseopt.layer.loss import gamma_max
+from sparseopt import NM, prune
+from sparseopt.backend import device_kernels
+from sparseopt.layer import gamma_max, masked_gd
 from sparseopt.layer.prox import rescale_wanda
+from sparseopt.problems import correlated_hessian
 from sparseopt.prox import prox_nm
 from sparseopt_torch.kernels import prox24
 
@@ -105,31 +117,54 @@ def bench_iteration(d_out, d_in, lams, repeats):
     return rows
 
 
-def bench_layer_methods(d_out, d_in, gd_steps, repeats):
-    from sparseopt.layer.loss import _masked_gd
-    from sparseopt.layer.sparsegpt import sparsegpt_prune
-    from sparseopt.patterns import NM
-    from sparseopt_torch.kernels import masked_gd_torch, sparsegpt_torch
+def _on_device(fn):
+    """``fn`` run with CPU tensors on the accelerator path (the torch kernels)."""
+    def run():
+        with device_kernels():
+            return fn()
+    return run
 
+
+def bench_layer_methods(d_out, d_in, prox_iters, gd_steps, repeats):
     rng = np.random.default_rng(3)
     W = rng.standard_normal((d_out, d_in)).astype(np.float32)
     H = correlated_hessian(d_in, seed=4)
     Wt, Ht = torch.from_numpy(W), torch.from_numpy(H)
-    print(f"[3] SparseGPT and {gd_steps} masked GD steps at {d_out}x{d_in} (float32)", flush=True)
-    m_core = sparsegpt_prune(W, H, NM(2, 4))[1]
-    m_torch = sparsegpt_torch(Wt, Ht)[1].numpy()
-    t_torch, t_core = best_times([lambda: sparsegpt_torch(Wt, Ht),
-                                  lambda: sparsegpt_prune(W, H, NM(2, 4))], repeats)
-    print(f"    sparsegpt  torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
-          f"torch/core {t_torch / t_core:6.2f}   masks equal on {np.mean(m_core == m_torch):.4%}",
-          flush=True)
+    print(f"[3] sparseopt.prune (sparsegpt; prox, {prox_iters} iterations) and masked_gd "
+          f"({gd_steps} steps) at {d_out}x{d_in} (float32): tensors inside device_kernels() "
+          "vs NumPy arrays", flush=True)
+    calls = {
+        "sparsegpt": dict(method="sparsegpt"),
+        "prox": dict(method="prox", max_iter=prox_iters, verbose=False),
+    }
+    mask = None
+    for label, kwargs in calls.items():
+        def core(kw=kwargs):
+            return prune(W, H, pattern=NM(2, 4), **kw)
+
+        def torch_path(kw=kwargs):
+            return prune(Wt, Ht, pattern=NM(2, 4), **kw)
+
+        with warnings.catch_warnings():  # prox stops early on purpose (projected, warned)
+            warnings.simplefilter("ignore")
+            r_core, r_torch = core(), _on_device(torch_path)()
+            t_torch, t_core = best_times([_on_device(torch_path), core], repeats)
+        same = float(np.mean(r_core.mask == r_torch.mask.numpy()))
+        print(f"    {label:<10s} torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
+              f"torch/core {t_torch / t_core:6.2f}   masks equal on {same:.4%}, rel. loss "
+              f"{r_torch.rel_loss:.6f} / {r_core.rel_loss:.6f}", flush=True)
+        if label == "sparsegpt":
+            mask = r_core.mask
     step = 1.0 / (2.0 * gamma_max(H))
-    mask_t = torch.from_numpy(m_core)
+    mask_t = torch.from_numpy(mask)
+    G_core = masked_gd(W, W, H, mask, gd_steps, step)
+    G_torch = _on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, gd_steps, step))()
+    err = float(np.max(np.abs(G_torch.numpy() - G_core)) / max(1.0, np.abs(G_core).max()))
     t_torch, t_core = best_times(
-        [lambda: masked_gd_torch(Wt, Wt, Ht, mask_t, gd_steps, step),
-         lambda: _masked_gd(W, W, H, m_core, gd_steps, step)], repeats)
+        [_on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, gd_steps, step)),
+         lambda: masked_gd(W, W, H, mask, gd_steps, step)], repeats)
     print(f"    masked GD  torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
-          f"torch/core {t_torch / t_core:6.2f}", flush=True)
+          f"torch/core {t_torch / t_core:6.2f}   max rel. diff {err:.1e}", flush=True)
 
 
 def main(argv=None):
@@ -142,11 +177,16 @@ def main(argv=None):
                    help="lambdas (prox24-kubler's schedule starts at 0.01; 0.2 and 2.0 are "
                         "lambda_k at k ~ 300 and ~ 530)")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--gd-steps", type=int, default=5, help="masked GD steps timed in [3]")
+    p.add_argument("--prox-iters", type=int, default=10,
+                   help="iterations of prune(method='prox') timed in [3]")
+    p.add_argument("--gd-steps", type=int, default=20, help="masked GD steps timed in [3]")
     p.add_argument("--threads", type=int, default=None,
                    help="threads of torch, Numba and BLAS (default: their defaults)")
     p.add_argument("--quick", action="store_true", help="256K cells and 256x128 only")
     args = p.parse_args(argv)
+    for name in ("repeats", "prox_iters", "gd_steps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.quick:
         args.prox_cells, args.sizes = 256 * 1024, [(256, 128)]
     if args.threads is not None:
@@ -165,7 +205,7 @@ def main(argv=None):
     for d_out, d_in in args.sizes:
         bench_iteration(d_out, d_in, args.lams, args.repeats)
     for d_out, d_in in args.sizes:
-        bench_layer_methods(d_out, d_in, args.gd_steps, args.repeats)
+        bench_layer_methods(d_out, d_in, args.prox_iters, args.gd_steps, args.repeats)
     return 0
 
 

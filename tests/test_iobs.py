@@ -16,7 +16,7 @@ from sparseopt.solvers import (
     stochastic_iobs,
     topk_iobs,
 )
-from sparseopt.solvers.iobs import _lemma4_update
+from sparseopt.solvers.iobs import _lemma4_step
 
 from _reference import best_subset
 
@@ -531,8 +531,9 @@ def test_sampled_gradient_full_batch_is_the_gradient():
         sampled_gradient(Quadratic(np.eye(2), np.ones(2)))
 
 
-def test_lemma4_update_is_the_constrained_minimizer():
-    """Lemma 4 against a direct KKT solve of the model with curvature g g'/||g||^2 + lam I."""
+def test_lemma4_step_gives_the_constrained_minimizer():
+    """Lemma 4 (the step stochastic_iobs takes) against a direct KKT solve of the model with
+    curvature g g'/||g||^2 + lam I: E_Q(theta - eta g) is the minimizer over theta' on Q."""
     rng = np.random.default_rng(18)
     d, lam = 9, 0.7
     for supp_inside in (True, False):
@@ -547,7 +548,8 @@ def test_lemma4_update_is_the_constrained_minimizer():
         dQ = -np.linalg.solve(M[np.ix_(mask, mask)], g[mask] + M[np.ix_(mask, ~mask)] @ dS)
         expected = np.zeros(d)
         expected[mask] = theta[mask] + dQ
-        np.testing.assert_allclose(_lemma4_update(theta, g, mask, lam), expected, atol=1e-12)
+        eta = _lemma4_step(theta, g, mask, lam)
+        np.testing.assert_allclose(np.where(mask, theta - eta * g, 0.0), expected, atol=1e-12)
         if supp_inside:  # the paper's closed form E_Q(theta - g / (lam + ||E_Q g||^2/||g||^2))
             eta = 1.0 / (lam + g[mask] @ g[mask] / (g @ g))
             np.testing.assert_allclose(expected, np.where(mask, theta - eta * g, 0.0), atol=1e-12)

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from sparseopt.demo.layer import correlated_hessian, fig2_problem, one_thread
+from sparseopt.problems import correlated_hessian, fig2_problem
+from sparseopt.threads import one_thread
 from theory_checks.check_layer_fig2 import diagonal_optimum
 from theory_checks.check_layer_toy import (
     PAPER_OPTIMUM,
@@ -21,7 +22,7 @@ from theory_checks.check_layer_toy import (
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
-    """Single-threaded (see ``sparseopt.demo.layer.one_thread``): these small products are
+    """Single-threaded (see ``sparseopt.threads.one_thread``): these small products are
     10-50x slower with oversubscribed thread pools on the shared 2-core machine."""
     with one_thread():
         yield

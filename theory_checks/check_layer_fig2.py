@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseopt.demo.layer import FIG2_METHODS, fig2_plot, fig2_problem, fig2_sweep, one_thread
+from sparseopt.demo.layer import fig2_plot, fig2_sweep
+from sparseopt.problems import fig2_problem
+from sparseopt.threads import one_thread
 from theory_checks._report import figure, header, savefig, verdict
 
 NAME = "layer_fig2"
@@ -155,7 +157,7 @@ def run_check(out_dir, quick=False):
     return verdict(NAME, ok1 and ok2, "; ".join(detail)), claims
 
 
-__all__ = ["run", "run_check", "diagonal_optimum", "FIG2_METHODS"]
+__all__ = ["run", "run_check", "diagonal_optimum"]
 
 if __name__ == "__main__":
     import sys

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseopt.demo.layer import fig2_problem, one_thread
+from sparseopt.problems import fig2_problem
+from sparseopt.threads import one_thread
 from theory_checks._report import figure, header, savefig, verdict
 
 NAME = "layer_schedule"

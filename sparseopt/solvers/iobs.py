@@ -708,23 +708,21 @@ def sampled_gradient(objective) -> SampledGradient:
     )
 
 
-def _lemma4_update(theta, g, mask, lam):
-    """Exact minimizer of <g, d> + <g, d>^2 / (2||g||^2) + lam/2 ||d||^2, d = theta' - theta,
-    over theta' vanishing off ``mask`` (iobs-wu Lemma 4, without assuming supp theta in mask).
+def _lemma4_step(theta, g, mask, lam) -> float:
+    """The step eta of iobs-wu Lemma 4: E_Q(theta - eta g) (E_Q keeps the entries in ``mask``,
+    zeroes the rest) is the exact minimizer of <g, d> + <g, d>^2 / (2||g||^2) + lam/2 ||d||^2,
+    d = theta' - theta, over theta' vanishing off ``mask`` (without assuming supp theta in mask).
 
-    With c = -<g_S, theta_S> (the fixed part of <g, d>), stationarity on Q gives
-    d_Q = -eta g_Q, eta = (1 + c/||g||^2) / (lam + ||g_Q||^2/||g||^2); for theta_S = 0 this is
-    Lemma 4's eta = 1 / (lam + ||E_Q g||^2 / ||g||^2).
+    With c = -<g_S, theta_S> (S the complement of the mask: the fixed part of <g, d>),
+    stationarity on Q gives d_Q = -eta g_Q, eta = (1 + c/||g||^2) / (lam + ||g_Q||^2/||g||^2);
+    for theta_S = 0 (the solver: Q = supp theta) this is Lemma 4's
+    eta = 1 / (lam + ||E_Q g||^2 / ||g||^2). For g = 0 every eta gives d = 0; 1/lam is returned.
     """
     g2 = float(g @ g)
-    out = np.zeros_like(theta, dtype=np.float64)
     if g2 == 0.0:
-        out[mask] = theta[mask]
-        return out
+        return 1.0 / lam
     c = -float(g[~mask] @ theta[~mask])
-    eta = (1.0 + c / g2) / (lam + float(g[mask] @ g[mask]) / g2)
-    out[mask] = theta[mask] - eta * g[mask]
-    return out
+    return (1.0 + c / g2) / (lam + float(g[mask] @ g[mask]) / g2)
 
 
 def stochastic_iobs(
@@ -812,10 +810,7 @@ def stochastic_iobs(
         if g.shape != shape:
             raise ValueError(f"sampler.grad returned shape {g.shape}, expected {shape}")
         check_finite(g, "sampler.grad(x, idx)")
-        g2 = float(g @ g)
-        Q = x != 0
-        ratio = float(g[Q] @ g[Q]) / g2 if g2 > 0 else 0.0
-        eta = 1.0 / (lam + ratio)
+        eta = _lemma4_step(x, g, x != 0, lam)
         x_new = topk.project(x.astype(np.float64) - eta * g).astype(dtype, copy=False)
         res = _residual(x_new, x)
         x = x_new
