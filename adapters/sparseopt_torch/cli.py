@@ -13,8 +13,8 @@ import os
 from sparseopt.cli import add_method_argument
 from sparseopt.layer import methods
 
-from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig, evaluate_runs,
-                         proxsparse_run, prune_runs)
+from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, VARIANTS, ExperimentConfig,
+                         evaluate_runs, proxsparse_run, prune_runs)
 
 __all__ = ["add_prune", "add_eval", "add_export", "run_prune", "run_eval", "run_export"]
 
@@ -25,9 +25,10 @@ def add_prune(subparsers) -> None:
                                                 "(resumable runs in OUT/<method>/)")
     prune.add_argument("out", help="comparison folder")
     add_method_argument(prune, help="method, repeat for several (default: all)", extra={
+        **{name: f"{method} with {opts}" for name, (method, opts) in VARIANTS.items()},
         "proxsparse": "learn the 2:4 masks end to end, keep the dense weights on them "
                       "(proxsparse-liu Alg. 1)",
-        "all": "every layer method above (the default)"})
+        "all": "every layer method above and the prox-R* variants (the default)"})
     prune.add_argument("--proxsparse-steps", type=int, default=150,
                        help="AdamW steps of proxsparse (proxsparse-liu Alg. 1)")
     prune.add_argument("--refine-steps", type=int, default=100,
@@ -66,7 +67,7 @@ def add_export(subparsers) -> None:
 
 def run_prune(args) -> int:
     chosen = args.method or ["all"]
-    layer_methods = [m for m in methods() if "all" in chosen or m in chosen]
+    layer_methods = [m for m in methods() + tuple(VARIANTS) if "all" in chosen or m in chosen]
     if "proxsparse" in chosen and args.proxsparse_steps <= 0:
         raise SystemExit("sparseopt prune: --proxsparse-steps must be a positive integer")
     config = ExperimentConfig.make(n_calib=args.n_calib, n_eval=args.n_eval, seed=args.seed,

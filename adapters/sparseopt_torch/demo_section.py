@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig, all_methods,
+from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, ExperimentConfig, all_runs,
                          evaluate_runs, proxsparse_run, prune_runs)
 from .evaluate import load_minilm
 
@@ -33,7 +33,7 @@ def section(out_dir, quick=False) -> str:
     else:
         config = ExperimentConfig.make(n_calib=128, n_eval=256, batch_size=16, max_length=64,
                                        refine_steps=100)
-        methods, options, e2e = all_methods(), DEMO_OPTIONS, DEMO_PROXSPARSE
+        methods, options, e2e = all_runs(), DEMO_OPTIONS, DEMO_PROXSPARSE
     st = load_minilm("cpu")
     prune_runs(run, methods, config, options=options, model=st)
     proxsparse_run(run, config, settings=e2e, model=st)

@@ -26,7 +26,7 @@ from .layers import find_layers
 from .prune import load_pruned, prune_model
 
 __all__ = ["ExperimentConfig", "prune_runs", "proxsparse_run", "evaluate_runs", "all_methods",
-           "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
+           "all_runs", "VARIANTS", "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
 
 _CONFIG_FILE = "experiment.json"
 
@@ -37,9 +37,24 @@ def all_methods() -> tuple:
     return layer_methods()
 
 
+#: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
+#: pruner with the App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
+VARIANTS = {
+    "prox-R0": ("prox", {"regularizer": "R0"}),
+    "prox-R1": ("prox", {"regularizer": "R1"}),
+    "prox-R2": ("prox", {"regularizer": "R2"}),
+}
+
+
+def all_runs() -> tuple:
+    """Every layer-wise run of the comparison: :func:`all_methods`, then :data:`VARIANTS`."""
+    return all_methods() + tuple(VARIANTS)
+
+
 def _runs() -> tuple:
-    """Run folders evaluate_runs looks for, in table order ("proxsparse": end-to-end masks)."""
-    return all_methods() + ("proxsparse",)
+    """Run folders evaluate_runs looks for, in table order ("proxsparse": end-to-end masks;
+    the App. C variants last, so that the rows of the methods keep their order)."""
+    return all_methods() + ("proxsparse",) + tuple(VARIANTS)
 
 #: Modest per-method settings for a 2-core demo (the paper's settings are the defaults of
 #: sparseopt.prune; prox here grows lambda faster: beta 1.05 instead of 1.01, which on
@@ -103,15 +118,16 @@ def _calibration(model, config):
 
 def prune_runs(out, methods=None, config=None, *, options=None, model=None,
                progress=True) -> dict:
-    """Prune MiniLM once per method into ``out/<method>/``; return {method: ModelPruneResult}.
+    """Prune MiniLM once per run into ``out/<run>/``; return {run: ModelPruneResult}.
 
-    ``methods`` defaults to :func:`all_methods`. ``options`` maps a method to its options
-    (default :data:`DEMO_OPTIONS`). The model is restored to its dense weights after each
-    method. Finished runs are resumed, not redone.
+    ``methods`` holds method names and :data:`VARIANTS` names (default :func:`all_methods`).
+    ``options`` maps a method to its options (default :data:`DEMO_OPTIONS`; a variant adds
+    its own options to its method's). The model is restored to its dense weights after each
+    run. Finished runs are resumed, not redone.
     """
     config = ExperimentConfig.make() if config is None else config
-    known = all_methods()
-    methods = known if methods is None else tuple(methods)
+    known = all_runs()
+    methods = all_methods() if methods is None else tuple(methods)
     for method in methods:
         if method not in known:
             raise ValueError(f"methods: {method!r} is not one of {list(known)}")
@@ -121,13 +137,14 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
     dense = copy.deepcopy(body.state_dict())
     results = {}
     try:
-        for method in methods:
+        for run in methods:
+            method, extra = VARIANTS.get(run, (run, {}))
             if progress:
-                print(f"[prune] {method}", flush=True)
-            results[method] = prune_model(
+                print(f"[prune] {run}", flush=True)
+            results[run] = prune_model(
                 body, batches, method=method, pattern=NM(2, 4),
                 refine_steps=config["refine_steps"], sequential=config["sequential"],
-                options=options.get(method, {}), out=os.path.join(out, method),
+                options={**options.get(method, {}), **extra}, out=os.path.join(out, run),
                 progress=progress)
             body.load_state_dict(dense)
     finally:
