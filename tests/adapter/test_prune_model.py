@@ -50,14 +50,19 @@ def test_independent_layers_equal_the_core_on_dense_hessians():
     res = prune_model(model, batches, method="sparsegpt", refine_steps=7, progress=False)
     layers, dense_layers = find_layers(model), find_layers(dense)
     for rec in res.records:
-        W_star = get_weight(dense_layers[rec.name]).numpy()
-        H = hess.numpy(rec.name)
+        # the core on the layer's tensors (what prune_model calls): bit for bit
+        W_star = get_weight(dense_layers[rec.name]).detach().clone()
+        H = hess.H[rec.name]
         core = sparseopt.prune(W_star, H, method="sparsegpt")
         W_gd = sparseopt.layer.masked_gd(core.W, W_star, H, core.mask, 7)
-        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), W_gd)
+        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), W_gd.numpy())
         assert rec.loss == pytest.approx(core.loss, rel=1e-12)
         assert rec.loss_gd == pytest.approx(sparseopt.layer.layer_loss(W_gd, W_star, H),
                                             rel=1e-12)
+        # and the core on NumPy arrays: the same mask, float32 rounding apart
+        core_np = sparseopt.prune(W_star.numpy(), hess.numpy(rec.name), method="sparsegpt")
+        np.testing.assert_array_equal(core.mask.numpy(), core_np.mask)
+        assert core.loss == pytest.approx(core_np.loss, rel=1e-5)
 
 
 def test_sequential_hessians_come_from_the_pruned_earlier_blocks():
