@@ -7,13 +7,15 @@ never imported here; ``array_api_compat`` imports it only when a tensor comes in
 
 Only the hot kernels differ per backend (:func:`kernel`):
 
-- ``"numpy"``: the Numba kernels of the core (EnumALM, the SparseGPT in-block sweep), each
-  with its plain NumPy twin, tested to agree.
+- ``"numpy"``: the Numba kernels of the core (EnumALM, the SparseGPT in-block sweep, the
+  R0/R1/R2 prox), each with its plain NumPy / array-API twin, tested to agree, and LAPACK.
 - ``"torch"``: batched torch kernels for tensors on an accelerator, contributed by the torch
   adapter through the ``sparseopt.kernels`` entry point group (the core never imports the
   adapter). A torch tensor on the CPU shares its memory with a NumPy array, so on the CPU the
   Numba kernels serve torch too (they are 7-10x faster there than the torch kernels,
   docs/benchmarks.md); the same holds for the LAPACK calls of :mod:`sparseopt.linalg`.
+  Inside :func:`device_kernels` CPU tensors take the accelerator path instead: how the tests
+  check the GPU code on a machine without one.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from importlib.metadata import entry_points
 import array_api_compat
 import numpy as np
 
-__all__ = ["namespace", "is_numpy", "on_cpu", "as_numpy", "from_numpy", "kernel",
-           "register_kernel", "numpy_path", "device_kernels", "numpy_dtype", "backend_name", "device", "zero", "synchronize", "ascontiguous"]
+__all__ = ["namespace", "is_numpy", "backend_name", "device", "on_cpu", "numpy_path",
+           "device_kernels", "as_numpy", "from_numpy", "numpy_dtype", "zero", "ascontiguous",
+           "kernel", "register_kernel", "synchronize"]
 
 _KERNELS: dict = {}
 _LOADED_ENTRY_POINTS = False
