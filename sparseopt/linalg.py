@@ -1,5 +1,7 @@
-"""The small linear algebra every module shares: lambda_max of a symmetric matrix, the damped
-inverse Cholesky factor of SparseGPT / OBS, float64 inner products of float32 data.
+"""The small linear algebra every module shares: lambda_max of a symmetric matrix, Cholesky
+factors (the damped inverse factor of SparseGPT / OBS, the numerically positive definite
+factor of the Newton steps), the Woodbury solve of I-OBS, float64 inner products of float32
+data.
 
 Each function takes NumPy arrays or torch tensors (:mod:`sparseopt.backend`). NumPy arrays and
 CPU tensors go through LAPACK (SciPy) on a NumPy view, so a CPU tensor gets exactly the NumPy
@@ -13,8 +15,9 @@ import scipy.linalg
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 
-__all__ = ["lambda_max", "spectral_norm", "gram_lambda_max", "frob_inner",
-           "inverse_hessian_factor", "cholesky_ok", "DENSE_EIG_MAX"]
+__all__ = ["lambda_max", "spectral_norm", "gram_lambda_max", "frob_inner", "cholesky_pd",
+           "woodbury_factor", "woodbury_solve", "inverse_hessian_factor", "cholesky_ok",
+           "DENSE_EIG_MAX"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.
@@ -81,6 +84,43 @@ def gram_lambda_max(X) -> float:
         op = LinearOperator((d, d), matvec=lambda v: X64.T @ (X64 @ v))
     ev = eigsh(op, k=1, which="LA", return_eigenvectors=False, tol=1e-10)
     return float(ev[0])
+
+
+def cholesky_pd(H):
+    """Cholesky factor (cho_factor form) of H, or None if H is not numerically positive definite:
+    the factorization fails, or its pivots span more than 1/(p eps) in square (a singular PSD
+    matrix can factor with round-off sized pivots and would give a meaningless Newton step)."""
+    H = np.asarray(H, dtype=np.float64)
+    try:
+        cf = scipy.linalg.cho_factor(H, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    piv = np.abs(np.diag(cf[0]))
+    if piv.size and (piv.min() / piv.max()) ** 2 < H.shape[0] * np.finfo(np.float64).eps:
+        return None
+    return cf
+
+
+def woodbury_factor(X, delta: float):
+    """Cholesky factor of the n x n matrix X X' + delta I (delta > 0), for the Woodbury identity
+    (X'X + delta I)^{-1} = (I - X'(XX' + delta I)^{-1} X) / delta (:func:`woodbury_solve`);
+    ValueError when XX' + delta I is not numerically positive definite."""
+    K = X @ X.T
+    K[np.diag_indices_from(K)] += delta
+    cf = cholesky_pd(K)
+    if cf is None:
+        raise ValueError(
+            f"X X' + delta I is not numerically positive definite for delta={delta:g}; "
+            "increase damping"
+        )
+    return cf
+
+
+def woodbury_solve(X, cf, delta: float, g) -> np.ndarray:
+    """(X'X + delta I)^{-1} g in float64 through the n x n factor ``cf`` of XX' + delta I."""
+    g64 = np.asarray(g, dtype=np.float64)
+    z = scipy.linalg.cho_solve(cf, X @ g64, check_finite=False)
+    return (g64 - X.T @ z) / delta
 
 
 def frob_inner(A, B) -> float:

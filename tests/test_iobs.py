@@ -303,7 +303,8 @@ def damped_transcription(f, X, k, delta, x0, steps):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("rel", [1e-3, 1e-1, 3.0])
 def test_woodbury_direction_equals_dense_damped_solve(dtype, rel):
-    from sparseopt.solvers.iobs import _woodbury_direction, _woodbury_factor
+    from sparseopt.linalg import woodbury_factor as _woodbury_factor
+    from sparseopt.linalg import woodbury_solve as _woodbury_direction
 
     rng = np.random.default_rng(31)
     n, p = 15, 40

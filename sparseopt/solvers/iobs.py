@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
+from ..linalg import cholesky_pd, woodbury_factor, woodbury_solve
 from ..patterns import NM, TopK, check_finite
 from .mask_search import best_mask
 from .result import HISTORY_KEYS, History, SolverResult
@@ -105,20 +106,6 @@ def _hessian(objective, x, shape) -> np.ndarray:
     return H
 
 
-def _cholesky(H: np.ndarray):
-    """Cholesky factor (cho_factor form) of H, or None if H is not numerically positive definite:
-    the factorization fails, or its pivots span more than 1/(p eps) in square (a singular PSD
-    matrix can factor with round-off sized pivots and would give a meaningless Newton step)."""
-    try:
-        cf = scipy.linalg.cho_factor(H, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        return None
-    piv = np.abs(np.diag(cf[0]))
-    if piv.size and (piv.min() / piv.max()) ** 2 < H.shape[0] * np.finfo(np.float64).eps:
-        return None
-    return cf
-
-
 def _factor(H: np.ndarray, damping, where: str):
     """Cholesky factor of H (or H + delta I, delta = damping * mean diag H). ValueError when
     the (damped) matrix is not positive definite."""
@@ -131,7 +118,7 @@ def _factor(H: np.ndarray, damping, where: str):
             )
         delta = damping * mean_diag
     Hd = H + delta * np.eye(H.shape[0]) if delta else H
-    cf = _cholesky(Hd)
+    cf = cholesky_pd(Hd)
     if cf is None:
         hint = (
             "; pass damping=delta to use H + delta*mean(diag H)*I"
@@ -177,27 +164,6 @@ def _relative_delta(damping, mean_diag: float, where: str) -> float:
     if not mean_diag > 0:
         raise ValueError(f"damping needs a Hessian with positive mean diagonal, got {mean_diag:g} {where}")
     return damping * mean_diag
-
-
-def _woodbury_factor(X: np.ndarray, delta: float):
-    """Cholesky factor of the n x n matrix X X' + delta I (delta > 0), for the Woodbury identity
-    (X'X + delta I)^{-1} = (I - X'(XX' + delta I)^{-1} X) / delta."""
-    K = X @ X.T
-    K[np.diag_indices_from(K)] += delta
-    cf = _cholesky(K)
-    if cf is None:
-        raise ValueError(
-            f"X X' + delta I is not numerically positive definite for delta={delta:g}; "
-            "increase damping"
-        )
-    return cf
-
-
-def _woodbury_direction(X: np.ndarray, cf, delta: float, g: np.ndarray) -> np.ndarray:
-    """(X'X + delta I)^{-1} g in float64 through the n x n factor ``cf`` of XX' + delta I."""
-    g64 = np.asarray(g, dtype=np.float64)
-    z = scipy.linalg.cho_solve(cf, X @ g64, check_finite=False)
-    return (g64 - X.T @ z) / delta
 
 
 def _restricted_set(x: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
@@ -343,10 +309,10 @@ def topk_iobs(
                 "newton='restricted'"
             )
         if n < p:
-            cfw, solver, n_factor = _woodbury_factor(X, delta), "woodbury", 1
+            cfw, solver, n_factor = woodbury_factor(X, delta), "woodbury", 1
 
             def direction(g, x, it):
-                return _woodbury_direction(X, cfw, delta, g)
+                return woodbury_solve(X, cfw, delta, g)
 
         else:
             H = X.T @ X
@@ -435,7 +401,7 @@ def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step
             delta = _relative_delta(damping, state["mean_diag"], f"at iteration {it}")
             state["delta"] = delta
             HQQ = HQQ + delta * np.eye(Q.size)
-        cf = _cholesky(HQQ)
+        cf = cholesky_pd(HQQ)
         state["factorizations"] += 1
         if cf is None:
             hint = "; pass damping=delta" if damping is None else f" even after damping by {delta:g}"
@@ -533,7 +499,7 @@ def iobs_step(
     check_finite(H, "H")
     out_dtype = theta.dtype if theta.dtype in (np.float32, np.float64) else np.dtype(np.float64)
     H64 = H.astype(np.float64)
-    cf = _cholesky(H64)
+    cf = cholesky_pd(H64)
     if cf is None:
         raise ValueError("H must be positive definite (Lemma 2 of iobs-wu needs H_t > 0)")
     newton = theta.astype(np.float64) - scipy.linalg.cho_solve(cf, grad.astype(np.float64))
