@@ -135,10 +135,13 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     two_eta = 2.0 * step
     losses = np.empty(steps if record else 0)
     for k in range(steps):
-        R = Wk @ Hd - GS  # = (W - W*) H
+        R = Wk @ Hd
+        R -= GS  # = (W - W*) H
         if record:  # float64 accumulation without float64 temporaries
             losses[k] = frob_inner(R, Wk - Ws)
-        Wk -= two_eta * (maskd * R)
+        R *= maskd  # in place, no temporaries: the same rounding as two_eta * (maskd * R)
+        R *= two_eta
+        Wk -= R
     return Wk, losses
 
 
