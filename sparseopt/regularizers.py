@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import njit
+from numba import njit, prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM
@@ -156,7 +156,7 @@ def _hard(v, c, xp):
     return xp.where(xp.abs(v) > float(np.sqrt(2.0 * c)), v, zero(v))
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _tail_prox_groups(g, n, kind, c, out):
     """The prox of ``c R`` on every row of ``g`` (G, m) into ``out``: entries of rank >= n
     (rank = larger magnitudes, or equal ones at a smaller index, before it) get the scalar
@@ -164,7 +164,7 @@ def _tail_prox_groups(g, n, kind, c, out):
     threshold c) or R2 (kind 2: v / (1 + c)), in float64, rounded once on store."""
     G, m = g.shape
     thr = np.sqrt(2.0 * c)
-    for i in range(G):
+    for i in prange(G):  # groups are independent: threads as EnumALM's kernel
         for t in range(m):
             at = abs(g[i, t])
             rank = 0
