@@ -18,10 +18,13 @@ import math
 import numbers
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from sparseopt import NM
+from sparseopt.result import Result
 
 from .layers import find_layers, get_weight
 
@@ -34,13 +37,14 @@ SCHEDULES = ("linear", "constant")
 PROX_CHUNK = 1 << 20
 
 
-@dataclass
-class ProxSparseResult:
-    """What :func:`proxsparse` learned.
+@dataclass(repr=False)
+class ProxSparseResult(Result):
+    """What :func:`proxsparse` learned: a :class:`sparseopt.result.Result` whose ``x`` is the
+    dict of masks, ``nit`` the optimizer steps, ``fun`` the last recorded objective.
 
     Attributes
     ----------
-    masks : dict of str -> torch.Tensor
+    x, masks : dict of str -> torch.Tensor
         ``{layer name: bool (d_out, d_in) tensor}`` on the layer's device, exactly 2 True
         per group of 4 along d_in: the top-2 magnitudes of the learned weights (:func:`mask_24`).
     history : dict of str -> ndarray
@@ -52,10 +56,11 @@ class ProxSparseResult:
         ``keep_weights=True``; the model itself is left with its original weights.
     """
 
-    masks: dict
-    history: dict = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
     weights: dict | None = None
+
+    @property
+    def masks(self) -> dict:
+        return self.x
 
 
 def _groups(W: torch.Tensor) -> torch.Tensor:
@@ -80,8 +85,7 @@ def mask_24(W: torch.Tensor) -> torch.Tensor:
 
     Notes
     -----
-    The first two indices of a stable descending sort of |w| per group (torch's
-    ``stable=True`` keeps equal values in index order), as ``sparseopt.patterns`` does.
+    ``sparseopt.NM(2, 4).mask`` on the tensor (one mask rule in the whole project).
     """
     if not torch.is_tensor(W) or not W.is_floating_point():
         raise ValueError("W must be a floating-point tensor")
@@ -90,14 +94,7 @@ def mask_24(W: torch.Tensor) -> torch.Tensor:
                          "multiple of 4")
     if not torch.isfinite(W).all():
         raise ValueError("W contains NaN or Inf")
-    return _top2(W.abs().reshape(-1, 4)).reshape(W.shape)
-
-
-def _top2(a: torch.Tensor) -> torch.Tensor:
-    """Rows of ``a`` (G, 4) of magnitudes -> bool (G, 4): the top 2 of a stable descending
-    sort (equal values keep their order, so ties go to the lower index)."""
-    top = torch.sort(a, dim=1, descending=True, stable=True).indices[:, :2]
-    return torch.zeros(a.shape, dtype=torch.bool, device=a.device).scatter_(1, top, True)
+    return NM(2, 4).mask(W)
 
 
 def reg_w0(W: torch.Tensor, W0: torch.Tensor, eps: float) -> torch.Tensor:
@@ -200,7 +197,7 @@ def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
     summed over groups) of the (d_out, d_in) weight ``W``: one pass over |W|."""
     a = _groups(W).abs()
     n_24 = int(((a != 0).sum(dim=1) <= 2).sum())
-    changed = int((_top2(a) != mask0.reshape(-1, 4)).any(dim=1).sum())
+    changed = int((NM(2, 4).mask(a) != mask0.reshape(-1, 4)).any(dim=1).sum())
     return n_24, changed, _r24_of(a)
 
 
@@ -489,7 +486,9 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
             "seed": seed, "frac_24": hist["frac_24"][-1], "mask_vs_magnitude": differ / n_groups,
             "time": time.perf_counter() - t0}
     history = {k: np.asarray(v, dtype=np.float64) for k, v in hist.items()}
-    return ProxSparseResult(masks=masks, history=history, info=info, weights=weights)
+    return ProxSparseResult(x=masks, fun=float(history["objective"][-1]), nit=steps,
+                            stop_reason=f"{steps} steps", history=history, info=info,
+                            weights=weights)
 
 
 def _prox_function(backend):
