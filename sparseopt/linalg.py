@@ -47,18 +47,26 @@ def lambda_max(H) -> float:
 
 
 def spectral_norm(A) -> float:
-    """max |eigenvalue| of a symmetric, possibly indefinite matrix (dense eigvalsh, or Lanczos
-    when large); for a PSD matrix this is :func:`sparseopt.linalg.lambda_max`."""
+    """||A||_2 = max |eigenvalue| of a symmetric, possibly indefinite matrix, in float64: the
+    Lipschitz constant of the objectives' gradients (for a PSD matrix the same number as
+    :func:`lambda_max`, up to rounding). Dense ``eigvalsh`` up to :data:`DENSE_EIG_MAX`,
+    Lanczos (fixed start: deterministic) beyond; ``eigvalsh`` of the tensor's library on an
+    accelerator."""
     d = A.shape[0]
     if d == 0:
         return 0.0
-    A64 = np.asarray(A).astype(np.float64, copy=False)
+    if not numpy_path(A):
+        xp = namespace(A)
+        ev = xp.linalg.eigvalsh(xp.astype(A, xp.float64))
+        return float(max(abs(float(ev[0])), abs(float(ev[-1]))))
+    A64 = np.asarray(as_numpy(A)).astype(np.float64, copy=False)
     if d <= DENSE_EIG_MAX:
         ev = scipy.linalg.eigvalsh(A64)
         return float(max(abs(ev[0]), abs(ev[-1])))
     from scipy.sparse.linalg import eigsh  # only for large matrices
 
-    ev = eigsh(A64, k=1, which="LM", return_eigenvectors=False, tol=1e-10)
+    v0 = np.ones(d) / np.sqrt(d)
+    ev = eigsh(A64, k=1, which="LM", return_eigenvectors=False, tol=1e-10, v0=v0)
     return float(abs(ev[0]))
 
 

@@ -30,7 +30,7 @@ import array_api_compat
 import numpy as np
 
 from .backend import device, is_numpy, namespace, numpy_dtype, zero
-from .linalg import gram_lambda_max, lambda_max, spectral_norm
+from .linalg import gram_lambda_max, spectral_norm
 from .validation import FLOAT_DTYPES, check_finite
 from .validation import check_psd as _check_psd
 
@@ -300,8 +300,8 @@ class LayerLoss(Objective):
     -----
     prox24-kubler eq. 2: f(W) = (1/n) ||WX - W*X||_F^2 = Tr((W - W*) H (W - W*)').
     The gradient is 2 (W - W*) H (eq. 4); rows are independent and share the per-row Hessian
-    2H, which ``hessian`` returns (d_in x d_in). L = 2 lambda_max(H)
-    (:func:`sparseopt.linalg.lambda_max`), so the step 1/L is the eta = 1 / (2 gamma_max(H))
+    2H, which ``hessian`` returns (d_in x d_in). L = 2 ||H||_2 = 2 gamma_max(H)
+    (:func:`sparseopt.linalg.spectral_norm`), so the step 1/L is the eta = 1 / (2 gamma_max(H))
     of eq. 4. ``masked_grad`` is the update direction of eq. 5.
 
     Compared with maiht-wen eq. 2 (f = 0.5 ||X W_hat - X W||_F^2 with W of shape d_in x d_out),
@@ -424,7 +424,7 @@ class LayerLoss(Objective):
         return 2 * self.H
 
     def _compute_lipschitz(self) -> float:
-        return 2.0 * lambda_max(self.H)
+        return 2.0 * spectral_norm(self.H)  # L = 2 ||H||_2, as Quadratic's ||H||_2
 
     def minimize_on_support(self, mask):
         """argmin of f over {W : W = 0 outside mask}, row by row: W_S = W*_S + H_SS^+ H_S,. (W*)'
