@@ -67,30 +67,34 @@ def elementary_symmetric(a, k: int):
     return e[k][()] if is_numpy(xp) else e[k]  # NumPy: a scalar for 1-D input, as before
 
 
-def _check_rnm(n, m):
-    pattern = NM(n, m)
-    if n >= m:
-        raise ValueError(f"n must satisfy 0 <= n < m for r_{{N:M}}, got n={n}, m={m}")
+def _check_rnm(pattern):
+    """An NM pattern with n < m (r_{N:M} is defined for N < M)."""
+    if not isinstance(pattern, NM):
+        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    if pattern.n >= pattern.m:
+        raise ValueError(f"n must satisfy 0 <= n < m for r_{{N:M}}, got n={pattern.n}, "
+                         f"m={pattern.m}")
     return pattern
 
 
-def r_nm_groups(w, n: int = 2, m: int = 4):
-    """r_{N:M} of every group of ``m`` consecutive entries along the last axis.
+def r_nm_groups(w, pattern=NM(2, 4)):
+    """r_{N:M} of every group of ``pattern.m`` consecutive entries along the last axis.
 
     Returns an array of shape ``w.shape[:-1] + (w.shape[-1] // m,)`` in float64 (a tensor
     on ``w``'s device for tensor input).
     """
-    g = _check_rnm(n, m)._groups(_as_array(w), "w")
-    return elementary_symmetric(namespace(g).abs(g), n + 1)
+    pattern = _check_rnm(pattern)
+    g = pattern._groups(_as_array(w), "w")
+    return elementary_symmetric(namespace(g).abs(g), pattern.n + 1)
 
 
-def r_nm(w, n: int = 2, m: int = 4) -> float:
+def r_nm(w, pattern=NM(2, 4)) -> float:
     """Total r_{N:M}(w): the sum of ``r_nm_groups`` over all groups (prox24-kubler eq. 8)."""
-    e = r_nm_groups(w, n, m)
+    e = r_nm_groups(w, pattern)
     return float(namespace(e).sum(e))
 
 
-def r_nm_grad(w, n: int = 2, m: int = 4):
+def r_nm_grad(w, pattern=NM(2, 4)):
     """Gradient of r_{N:M} on the active set {w_i != 0}.
 
     d r / d w_i = sign(w_i) e_N(|w_j| : j != i in the group of i). Off the active set
@@ -99,7 +103,9 @@ def r_nm_grad(w, n: int = 2, m: int = 4):
     (float64 for integer NumPy input); tensors stay tensors.
     """
     w = _as_array(w)
-    g = _check_rnm(n, m)._groups(w, "w")
+    pattern = _check_rnm(pattern)
+    n, m = pattern.n, pattern.m
+    g = pattern._groups(w, "w")
     xp = namespace(g)
     g = xp.astype(xp.abs(g), xp.float64)
     if n > 0:
@@ -112,17 +118,18 @@ def r_nm_grad(w, n: int = 2, m: int = 4):
     return xp.astype(grad, xp.result_type(w.dtype, xp.float32), copy=False)
 
 
-def prox_objective(w, y, lam, n: int = 2, m: int = 4) -> np.ndarray:
+def prox_objective(w, y, lam, pattern=NM(2, 4)) -> np.ndarray:
     """Per-group prox objective 0.5 ||w - y||^2 + lam r_{N:M}(w), in float64 (NumPy).
 
-    Returns shape ``y.shape[:-1] + (y.shape[-1] // m,)``.
+    Returns shape ``y.shape[:-1] + (y.shape[-1] // pattern.m,)``.
     """
+    pattern = _check_rnm(pattern)
     w = np.asarray(w, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if w.shape != y.shape:
         raise ValueError(f"w has shape {w.shape}, y has shape {y.shape}; they must match")
-    d = NM(n, m)._groups(w - y, "w - y")
-    return 0.5 * np.sum(d * d, axis=-1) + lam * r_nm_groups(w, n, m)
+    d = pattern._groups(w - y, "w - y")
+    return 0.5 * np.sum(d * d, axis=-1) + lam * r_nm_groups(w, pattern)
 
 
 # --------------------------------------------------------------------------------------
@@ -386,7 +393,7 @@ class RNM(Regularizer):
 
     def _value(self, x):
         _check_groups(x, self.pattern)
-        return r_nm(x, self.pattern.n, self.pattern.m)
+        return r_nm(x, self.pattern)
 
     def _prox(self, x, c):
         from . import prox as _prox_module  # noqa: F401  (registers the NumPy kernel)
@@ -399,7 +406,7 @@ class RNM(Regularizer):
         """Gradient of ``lam * r_{N:M}`` on the active set (0 off it); dtype of x."""
         x = check_float_array(x, "x")
         _check_groups(x, self.pattern)
-        return self.lam * r_nm_grad(x, self.pattern.n, self.pattern.m)
+        return self.lam * r_nm_grad(x, self.pattern)
 
     def _params(self):
         return (f"lam={self.lam!r}, pattern={self.pattern!r}, method={self.method!r}, "

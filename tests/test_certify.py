@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from sparseopt import NM
 from sparseopt.prox import prox_nm
 from sparseopt.prox.certify import Certificate, certify
 from sparseopt.prox.reference import prox_bruteforce
@@ -29,7 +30,7 @@ def instances():
     out = []
     for lam in (0.1, 0.5, 2.0):
         y = rng.standard_normal((1, 32))  # 8 groups of 4 per lam
-        out.append(("random", y, lam, prox_bruteforce(y, lam, 2, 4, starts=4, seed=1)))
+        out.append(("random", y, lam, prox_bruteforce(y, lam, NM(2, 4), starts=4, seed=1)))
     for lam in (0.3, 1.0, 3.0):
         g = rng.standard_normal((8, 4))
         # all |y_i| equal up to 1e-9 relative, per-group scale in [0.5, 2]
@@ -176,8 +177,8 @@ def test_certify_scale_and_zero_group_and_other_patterns():
     rng = np.random.default_rng(5)
     for n in (1, 2):
         y3 = rng.standard_normal(6)
-        w3 = prox_bruteforce(y3, 0.4, n, 3, starts=4)
-        cert = certify(y3, 0.4, w3, n, 3)
+        w3 = prox_bruteforce(y3, 0.4, NM(n, 3), starts=4)
+        cert = certify(y3, 0.4, w3, NM(n, 3))
         assert cert.bound.shape == (2,)
         assert np.all(cert.bound <= cert.value + ROUND * np.max(np.abs(y3)) ** 2)
         assert np.all(cert.certified)
@@ -193,7 +194,8 @@ def test_certify_scale_and_zero_group_and_other_patterns():
         ((np.ones(4), 0.1, np.ones(4)), {"order": 1}, "order=1 is too small"),
         ((np.ones(4), 0.1, np.ones(4)), {"refine": -1}, "refine"),
         ((np.ones(4), 0.1, np.ones(4)), {"solver": "NOPE"}, "solver"),
-        ((np.ones(4), 0.1, np.ones(4), 4, 4), {}, "n must satisfy"),
+        ((np.ones(4), 0.1, np.ones(4), NM(4, 4)), {}, "n must satisfy"),
+        ((np.ones(4), 0.1, np.ones(4), 2), {}, "pattern must be an NM"),
         ((np.ones(6), 0.1, np.ones(6)), {}, "divisible"),
     ],
 )

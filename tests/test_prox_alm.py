@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from sparseopt import NM
 from sparseopt.prox import prox_nm
 from sparseopt.prox.alm import alm_trace, enum_alm_numpy, enum_alm_sorted
 from sparseopt.regularizers import elementary_symmetric, prox_objective
@@ -83,7 +84,7 @@ def test_alm_general_nm_matches_bruteforce(n, m):
     Y = rng.standard_normal((G, m))
     for lam in [0.15] if m == 8 else [0.1, 0.5]:
         W = prox_nm(Y, lam, n, m)
-        ours = prox_objective(W, Y, lam, n, m).ravel()
+        ours = prox_objective(W, Y, lam, NM(n, m)).ravel()
         for g in range(G):
             bf = bruteforce_group(Y[g], lam, n, starts=1 if m == 8 else 2, seed=g)
             assert ours[g] <= bf + 1e-10, (n, m, lam, g, ours[g], bf)
@@ -119,7 +120,7 @@ def test_r1m_closed_form_matches_bruteforce(m, lam):
     rng = np.random.default_rng(m)
     Y = rng.standard_normal((4, m))
     W = prox_nm(Y, lam, 1, m)
-    ours = prox_objective(W, Y, lam, 1, m).ravel()
+    ours = prox_objective(W, Y, lam, NM(1, m)).ravel()
     for g in range(Y.shape[0]):
         bf = bruteforce_group(Y[g], lam, 1, starts=2, seed=g)
         assert ours[g] <= bf + 1e-10, (m, lam, g, ours[g], bf)
@@ -135,7 +136,7 @@ def test_r1m_closed_form_matches_alm_kernel_m8(lam):
     z = -np.sort(-np.abs(Y), axis=1)
     W = prox_nm(z, lam, 1, 8)
     A = enum_alm_sorted(z, lam, 1, 1e-13, 20000)
-    d = prox_objective(W, z, lam, 1, 8).ravel() - prox_objective(A, z, lam, 1, 8).ravel()
+    d = prox_objective(W, z, lam, NM(1, 8)).ravel() - prox_objective(A, z, lam, NM(1, 8)).ravel()
     assert np.all(d <= 1e-12), d.max()
 
 
@@ -177,8 +178,8 @@ def test_kernel_agrees_with_numpy_twin(dtype, n, m):
         W = prox_nm(Y, lam, n, m, tol=1e-12)
         T = enum_alm_numpy(Y, lam, n, m, 1e-12, 20000)
         assert W.dtype == dtype and T.dtype == dtype
-        fw = prox_objective(W, Y, lam, n, m).ravel()
-        ft = prox_objective(T, Y, lam, n, m).ravel()
+        fw = prox_objective(W, Y, lam, NM(n, m)).ravel()
+        ft = prox_objective(T, Y, lam, NM(n, m)).ravel()
         np.testing.assert_allclose(fw, ft, rtol=0, atol=1e-10 if dtype == np.float64 else 1e-5)
         # tied magnitudes can give several optimal points; elsewhere the points agree too
         distinct = np.all(np.diff(np.sort(np.abs(Y), axis=1), axis=1) > 0, axis=1)

@@ -6,6 +6,7 @@ The reference is EnumIPM (convex barrier solves of eqs. 13-14, exact for 2:M).
 import numpy as np
 import pytest
 
+from sparseopt import NM
 from sparseopt.prox import prox_nm
 from sparseopt.prox.alm import enum_alm_numpy
 from sparseopt.regularizers import prox_objective
@@ -36,9 +37,9 @@ def test_nearly_tied_groups_match_ipm(m):
     base = rng.uniform(0.5, 2.0, (300, 1))
     y = (base + 0.03 * rng.standard_normal((300, m))) * rng.choice([-1, 1], (300, m))
     for lam in [0.1, 0.3, 0.6, 1.0]:
-        fa = prox_objective(prox_nm(y, lam, 2, m), y, lam, 2, m)
+        fa = prox_objective(prox_nm(y, lam, 2, m), y, lam, NM(2, m))
         fi = prox_objective(prox_nm(y, lam, 2, m, method="ipm") if m in (3, 4) else
-                            _ipm_general(y, lam, m), y, lam, 2, m)
+                            _ipm_general(y, lam, m), y, lam, NM(2, m))
         assert np.max(fa - fi) <= 1e-10
 
 

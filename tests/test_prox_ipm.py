@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from sparseopt import NM
 from sparseopt.prox.ipm import enum_ipm_sorted
 from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import prox_objective
@@ -14,7 +15,7 @@ def sort_abs(y):
 
 
 def objective(w, z, lam, m):
-    return prox_objective(w, z, lam, 2, m)[:, 0]
+    return prox_objective(w, z, lam, NM(2, m))[:, 0]
 
 
 @pytest.mark.parametrize("m", [3, 4])
@@ -24,7 +25,7 @@ def test_ipm_matches_bruteforce(m, lam):
     y = rng.standard_normal((20, m))
     z = sort_abs(y)
     w = enum_ipm_sorted(z, lam, 2)
-    ref = prox_bruteforce(z, lam, 2, m, starts=4, seed=1)
+    ref = prox_bruteforce(z, lam, NM(2, m), starts=4, seed=1)
     f_ipm, f_ref = objective(w, z, lam, m), objective(ref, z, lam, m)
     scale = np.max(z, axis=1) ** 2
     assert np.all(f_ipm - f_ref <= 1e-10 * scale)
@@ -39,7 +40,7 @@ def test_ipm_general_2_m_matches_bruteforce():
     z = sort_abs(rng.standard_normal((4, 5)))
     for lam in (0.1, 0.6):
         w = enum_ipm_sorted(z, lam, 2)
-        ref = prox_bruteforce(z, lam, 2, 5, starts=3, seed=2)
+        ref = prox_bruteforce(z, lam, NM(2, 5), starts=3, seed=2)
         assert np.all(objective(w, z, lam, 5) - objective(ref, z, lam, 5) <= 1e-10 * z[:, 0] ** 2)
 
 
@@ -76,7 +77,7 @@ def test_ipm_exact_cases():
     assert w[3].tolist() == [3.0, 0.0, 0.0, 0.0]
     assert w[1].tolist() == [0.0, 0.0, 0.0, 0.0]
     assert w[0, 3] == 0.0
-    ref = prox_bruteforce(z, lam, 2, 4, starts=4)
+    ref = prox_bruteforce(z, lam, NM(2, 4), starts=4)
     assert np.all(objective(w, z, lam, 4) - objective(ref, z, lam, 4) <= 1e-10 * np.maximum(z[:, 0], 1) ** 2)
     # lam = 0: the prox is the identity
     assert np.array_equal(enum_ipm_sorted(z, 0.0, 2), z)
@@ -142,7 +143,7 @@ def test_prox_nm_end_to_end_matches_bruteforce(method):
     y = rng.standard_normal((3, 16))
     for lam in (0.2, 0.8):
         w = prox.prox_nm(y, lam, 2, 4, method=method)
-        ref = prox_bruteforce(y, lam, 2, 4, starts=3, seed=4)
+        ref = prox_bruteforce(y, lam, NM(2, 4), starts=3, seed=4)
         f, f_ref = prox_objective(w, y, lam), prox_objective(ref, y, lam)
         scale = np.max(np.abs(y.reshape(3, 4, 4)), axis=-1) ** 2
         assert np.all(f - f_ref <= 1e-10 * scale)

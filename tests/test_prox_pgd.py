@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from sparseopt import NM
 from sparseopt.prox.pgd import _hess_pd, enum_pgd_numpy, enum_pgd_sorted
 from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import prox_objective
@@ -41,8 +42,8 @@ def test_pgd_matches_bruteforce(m):
     for lam in (0.05, 0.4, 1.5):
         z = sort_abs(rng.standard_normal((20, m)))
         w = enum_pgd_sorted(z, lam, 2)
-        ref = prox_bruteforce(z, lam, 2, m, starts=4, seed=3)
-        gap = prox_objective(w, z, lam, 2, m)[:, 0] - prox_objective(ref, z, lam, 2, m)[:, 0]
+        ref = prox_bruteforce(z, lam, NM(2, m), starts=4, seed=3)
+        gap = prox_objective(w, z, lam, NM(2, m))[:, 0] - prox_objective(ref, z, lam, NM(2, m))[:, 0]
         assert np.all(gap <= 1e-10 * z[:, 0] ** 2), (lam, gap.max())
 
 

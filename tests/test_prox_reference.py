@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from sparseopt import NM
 from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import prox_objective
 
@@ -14,7 +15,7 @@ def grid_minimum(y, lam, n, m, points=121):
     (the sign argument puts the optimum there; the grid is independent of local search)."""
     axes = [np.linspace(0.0, abs(v), points) * np.sign(v) if v != 0 else np.zeros(1) for v in y]
     mesh = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, m)
-    vals = prox_objective(mesh, np.broadcast_to(y, mesh.shape), lam, n, m)[:, 0]
+    vals = prox_objective(mesh, np.broadcast_to(y, mesh.shape), lam, NM(n, m))[:, 0]
     return vals.min()
 
 
@@ -25,8 +26,8 @@ def test_reference_beats_grid(n, m):
     for lam in (0.2, 1.0):
         for _ in range(3):
             y = rng.standard_normal(m)
-            w = prox_bruteforce(y, lam, n, m, starts=5)
-            f_ref = prox_objective(w, y, lam, n, m)[0]
+            w = prox_bruteforce(y, lam, NM(n, m), starts=5)
+            f_ref = prox_objective(w, y, lam, NM(n, m))[0]
             f_grid = grid_minimum(y, lam, n, m, points)
             h = np.max(np.abs(y)) / (points - 1)
             # the reference is at least as good as every grid point, and the grid's best is
@@ -43,14 +44,14 @@ def test_reference_soft_threshold_n0():
     rng = np.random.default_rng(1)
     y = rng.standard_normal(12)
     lam = 0.4
-    w = prox_bruteforce(y, lam, 0, 4, starts=3)
+    w = prox_bruteforce(y, lam, NM(0, 4), starts=3)
     np.testing.assert_allclose(w, np.sign(y) * np.maximum(np.abs(y) - lam, 0.0), atol=1e-9)
 
 
 def test_reference_two_sparse_regime():
     # lam much larger than z_3 / (z_1 z_2) and beyond: the result is the 2:4 projection
     y = np.array([3.0, -0.2, -2.0, 0.1])
-    w = prox_bruteforce(y, 50.0, 2, 4, starts=3)
+    w = prox_bruteforce(y, 50.0, NM(2, 4), starts=3)
     np.testing.assert_allclose(w, [3.0, 0.0, -2.0, 0.0], atol=1e-10)
 
 
@@ -58,25 +59,25 @@ def test_reference_symmetries_and_api():
     rng = np.random.default_rng(2)
     y = rng.standard_normal((2, 8)).astype(np.float32)
     y_copy = y.copy()
-    w = prox_bruteforce(y, 0.5, 2, 4, starts=3)
+    w = prox_bruteforce(y, 0.5, NM(2, 4), starts=3)
     assert w.shape == y.shape and w.dtype == np.float32
     assert np.array_equal(y, y_copy)
     # sign and permutation equivariance of the prox (the objective is invariant under both)
-    w_neg = prox_bruteforce(-y, 0.5, 2, 4, starts=3)
+    w_neg = prox_bruteforce(-y, 0.5, NM(2, 4), starts=3)
     np.testing.assert_allclose(w_neg, -w, atol=1e-6)
     perm = [2, 0, 3, 1]
-    w_perm = prox_bruteforce(y[:, :4][:, perm], 0.5, 2, 4, starts=3)
+    w_perm = prox_bruteforce(y[:, :4][:, perm], 0.5, NM(2, 4), starts=3)
     np.testing.assert_allclose(w_perm, w[:, :4][:, perm], atol=1e-6)
     # zeros stay zero, lam = 0 is the identity
     z = np.array([0.0, 1.0, 0.0, -2.0])
-    assert prox_bruteforce(z, 0.3, 2, 4, starts=2)[[0, 2]].tolist() == [0.0, 0.0]
-    np.testing.assert_allclose(prox_bruteforce(z, 0.0, 2, 4, starts=2), z, atol=1e-12)
+    assert prox_bruteforce(z, 0.3, NM(2, 4), starts=2)[[0, 2]].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(prox_bruteforce(z, 0.0, NM(2, 4), starts=2), z, atol=1e-12)
 
 
 def test_reference_is_seed_deterministic():
     y = np.random.default_rng(3).standard_normal(8)
-    a = prox_bruteforce(y, 0.7, 2, 4, starts=4, seed=5)
-    b = prox_bruteforce(y, 0.7, 2, 4, starts=4, seed=5)
+    a = prox_bruteforce(y, 0.7, NM(2, 4), starts=4, seed=5)
+    b = prox_bruteforce(y, 0.7, NM(2, 4), starts=4, seed=5)
     assert np.array_equal(a, b)
 
 
@@ -107,8 +108,8 @@ def test_reference_general_nm_vs_face_enumeration():
                 res = minimize(g, start * z[face], method="L-BFGS-B", bounds=[(0, None)] * size,
                                options={"ftol": 1e-15, "gtol": 1e-11})
                 best = min(best, res.fun)
-    w = prox_bruteforce(y, lam, n, m, starts=5)
-    assert prox_objective(w, y, lam, n, m)[0] <= best + 1e-10
+    w = prox_bruteforce(y, lam, NM(n, m), starts=5)
+    assert prox_objective(w, y, lam, NM(n, m))[0] <= best + 1e-10
 
 
 @pytest.mark.parametrize(
@@ -117,7 +118,8 @@ def test_reference_general_nm_vs_face_enumeration():
         ((np.array([1.0, np.nan, 0, 0]), 0.1), {}, "NaN"),
         ((np.array([1.0, 2.0, 0.0]), 0.1), {}, "divisible"),
         ((np.ones(4), -0.1), {}, "lam"),
-        ((np.ones(4), 0.1, 4, 4), {}, "n must satisfy"),
+        ((np.ones(4), 0.1, NM(4, 4)), {}, "n must satisfy"),
+        ((np.ones(4), 0.1, 2), {}, "pattern must be an NM"),
         ((np.ones(4), 0.1), {"starts": -1}, "starts"),
         ((np.ones(4, dtype=int), 0.1), {}, "floating"),
     ],

@@ -26,27 +26,27 @@ def r_nm_bruteforce(w, n, m):
 def test_r_nm_matches_subset_sum(n, m):
     rng = np.random.default_rng(n * 10 + m)
     w = rng.standard_normal((3, 2 * m))
-    np.testing.assert_allclose(r_nm_groups(w, n, m).ravel(), r_nm_bruteforce(w, n, m), rtol=1e-12)
-    assert r_nm(w, n, m) == pytest.approx(r_nm_bruteforce(w, n, m).sum(), rel=1e-12)
+    np.testing.assert_allclose(r_nm_groups(w, NM(n, m)).ravel(), r_nm_bruteforce(w, n, m), rtol=1e-12)
+    assert r_nm(w, NM(n, m)) == pytest.approx(r_nm_bruteforce(w, n, m).sum(), rel=1e-12)
 
 
 def test_r0m_is_l1_and_null_space():
     w = np.array([1.0, -2.0, 0.5, 0.0])
-    assert r_nm(w, 0, 4) == pytest.approx(3.5)
-    assert r_nm(np.array([0.0, 3.0, 0.0, -1.0]), 2, 4) == 0.0  # Fact 2
-    assert r_nm(np.array([1.0, 3.0, 0.0, -1.0]), 2, 4) > 0.0
+    assert r_nm(w, NM(0, 4)) == pytest.approx(3.5)
+    assert r_nm(np.array([0.0, 3.0, 0.0, -1.0]), NM(2, 4)) == 0.0  # Fact 2
+    assert r_nm(np.array([1.0, 3.0, 0.0, -1.0]), NM(2, 4)) > 0.0
 
 
 @pytest.mark.parametrize("n,m", [(0, 4), (1, 4), (2, 4), (3, 8)])
 def test_r_nm_grad_matches_finite_differences(n, m):
     rng = np.random.default_rng(3)
     w = rng.standard_normal(2 * m)
-    g = r_nm_grad(w, n, m)
+    g = r_nm_grad(w, NM(n, m))
     h = 1e-6
     for i in range(w.size):
         e = np.zeros_like(w)
         e[i] = h
-        fd = (r_nm(w + e, n, m) - r_nm(w - e, n, m)) / (2 * h)
+        fd = (r_nm(w + e, NM(n, m)) - r_nm(w - e, NM(n, m))) / (2 * h)
         assert g[i] == pytest.approx(fd, abs=1e-6)
 
 
@@ -54,9 +54,9 @@ def test_prox_objective_and_errors():
     y = np.array([1.0, 1.0, 1.0, 1.0])
     assert prox_objective(np.zeros(4), y, 1.0)[0] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="n must satisfy"):
-        r_nm(y, 4, 4)
+        r_nm(y, NM(4, 4))
     with pytest.raises(ValueError, match="divisible"):
-        r_nm(np.ones(5), 2, 4)
+        r_nm(np.ones(5), NM(2, 4))
 
 
 # ----------------------------------------------------------------------------- objects
@@ -96,18 +96,18 @@ def test_rnm_prox_is_prox_nm_and_beats_bruteforce(n, m, dtype):
     out = p.prox(x, tau)
     assert out.dtype == dtype and out.shape == x.shape
     np.testing.assert_array_equal(out, prox_nm(x, tau * lam, n, m))  # eq. 7, weight tau lam
-    ref = prox_bruteforce(x.astype(np.float64), tau * lam, n, m, starts=4)
-    f = prox_objective(out.astype(np.float64), x.astype(np.float64), tau * lam, n, m)
-    f_ref = prox_objective(ref, x.astype(np.float64), tau * lam, n, m)
+    ref = prox_bruteforce(x.astype(np.float64), tau * lam, NM(n, m), starts=4)
+    f = prox_objective(out.astype(np.float64), x.astype(np.float64), tau * lam, NM(n, m))
+    f_ref = prox_objective(ref, x.astype(np.float64), tau * lam, NM(n, m))
     assert np.all(f <= f_ref + (1e-10 if dtype == np.float64 else 1e-6))
-    assert p(x) == pytest.approx(lam * r_nm(x, n, m), rel=1e-12)
+    assert p(x) == pytest.approx(lam * r_nm(x, NM(n, m)), rel=1e-12)
 
 
 def test_rnm_grad_value_repr_and_errors():
     rng = np.random.default_rng(5)
     w = rng.standard_normal(8)
     p = RNM(0.6, pattern=NM(2, 4))
-    np.testing.assert_allclose(p.grad(w), 0.6 * r_nm_grad(w, 2, 4), rtol=1e-15)
+    np.testing.assert_allclose(p.grad(w), 0.6 * r_nm_grad(w, NM(2, 4)), rtol=1e-15)
     for i in range(w.size):
         e = np.zeros_like(w)
         e[i] = 1e-6
@@ -221,13 +221,13 @@ def test_r_nm_functions_on_tensors():
     w = rng.standard_normal((3, 8))
     t = torch.from_numpy(w)
     for n, m in [(0, 4), (1, 4), (2, 4), (3, 8)]:
-        e = r_nm_groups(t, n, m)
+        e = r_nm_groups(t, NM(n, m))
         assert isinstance(e, torch.Tensor) and e.dtype == torch.float64
-        np.testing.assert_allclose(e.numpy(), r_nm_groups(w, n, m), rtol=1e-14)
-        assert r_nm(t, n, m) == pytest.approx(r_nm(w, n, m), rel=1e-14)
-        g = r_nm_grad(t.float(), n, m)
+        np.testing.assert_allclose(e.numpy(), r_nm_groups(w, NM(n, m)), rtol=1e-14)
+        assert r_nm(t, NM(n, m)) == pytest.approx(r_nm(w, NM(n, m)), rel=1e-14)
+        g = r_nm_grad(t.float(), NM(n, m))
         assert g.dtype == torch.float32
-        np.testing.assert_allclose(g.numpy(), r_nm_grad(w.astype(np.float32), n, m), rtol=1e-6)
+        np.testing.assert_allclose(g.numpy(), r_nm_grad(w.astype(np.float32), NM(n, m)), rtol=1e-6)
     np.testing.assert_allclose(elementary_symmetric(t, 3).numpy(), elementary_symmetric(w, 3))
     assert np.ndim(elementary_symmetric(np.array([1.0, 2.0, 3.0]), 2)) == 0  # 11.0 as before
     assert elementary_symmetric([1.0, 2.0, 3.0], 2) == 11.0

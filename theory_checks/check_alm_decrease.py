@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparseopt import NM
 from sparseopt.regularizers import prox_objective
 
 from ._report import figure, header, savefig, verdict
@@ -43,7 +44,7 @@ def run(out_dir, quick=False):
             z = np.sort(np.abs(rng.standard_normal(m)))[::-1].copy()
             lam = float(np.exp(rng.uniform(np.log(1e-2), np.log(1e1))))
             it = np.asarray(alm_trace(z, lam, n, s, SWEEPS), dtype=np.float64)
-            f = prox_objective(it, np.broadcast_to(z, it.shape), lam, n, m)[:, 0]
+            f = prox_objective(it, np.broadcast_to(z, it.shape), lam, NM(n, m))[:, 0]
             step2 = 0.5 * np.sum(np.diff(it, axis=0) ** 2, axis=1)
             dec = f[:-1] - f[1:]
             slack = (dec - step2) / (1.0 + abs(f[0]))

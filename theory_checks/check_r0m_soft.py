@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparseopt import NM
 from sparseopt.regularizers import r_nm_groups
 
 from ._report import figure, header, savefig, verdict
@@ -74,7 +75,7 @@ def run(out_dir, quick=False):
         w = enum_alm_sorted(z, lam, 0, 1e-14, 1000)
         kernel_err = max(kernel_err, float(np.max(np.abs(w - np.maximum(z - lam, 0.0)))))
     figure("enum_alm_sorted(z, lam, n=0)", f"max |w - max(z - lam, 0)| = {kernel_err:.1e}")
-    l1_err = float(np.max(np.abs(r_nm_groups(z, 0, 4)[..., 0] - np.abs(z).sum(axis=1))))
+    l1_err = float(np.max(np.abs(r_nm_groups(z, NM(0, 4))[..., 0] - np.abs(z).sum(axis=1))))
     figure("r_{0:4}(w) - ||w||_1", f"{l1_err:.1e}")
 
     import matplotlib.pyplot as plt

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sparseopt import NM
 from sparseopt.regularizers import prox_objective
 
 from ._report import figure, header, savefig, verdict
@@ -47,8 +48,8 @@ def run(out_dir, quick=False):
             lam_c = lam / c ** (n - 1)
             w = prox_nm(Y, lam, n, m, method=meth)
             w_c = prox_nm(c * Y, lam_c, n, m, method=meth)
-            f = prox_objective(w, Y, lam, n, m)[:, 0]
-            f_c = prox_objective(w_c, c * Y, lam_c, n, m)[:, 0]
+            f = prox_objective(w, Y, lam, NM(n, m))[:, 0]
+            f_c = prox_objective(w_c, c * Y, lam_c, NM(n, m))[:, 0]
             worst_f = max(worst_f, float(np.max(np.abs(f_c - c * c * f) / (c * c * (1.0 + f)))))
             worst_w = max(worst_w, float(np.max(np.abs(w_c - c * w)) / (c * np.max(np.abs(Y)))))
         results[(n, m, meth)] = (worst_f, worst_w)

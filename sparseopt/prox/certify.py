@@ -289,7 +289,7 @@ def _round_down(x: Fraction) -> float:
     return f
 
 
-def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2, refine=10):
+def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refine=10):
     """Certify global optimality of a prox candidate ``w`` by a moment SDP lower bound.
 
     Parameters
@@ -300,7 +300,7 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2, refine=10):
         Regularization strength, lam >= 0.
     w : array_like, same shape as y
         Candidate prox output (any point; it need not be sparse or sorted).
-    n, m : int
+    pattern : NM, default NM(2, 4)
         The N:M pattern, 0 <= n < m, with n + 1 <= 2 * order (the relaxation must contain
         the degree-(n+1) objective). 2:4 is the main case; small N:M work the same way.
     tol : float, keyword-only
@@ -392,7 +392,9 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2, refine=10):
         raise ValueError(f"w has shape {w.shape}, y has shape {y.shape}; they must match")
     if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
-    pattern = NM(n, m)
+    if not isinstance(pattern, NM):
+        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    n, m = pattern.n, pattern.m
     if n >= m:
         raise ValueError(f"n must satisfy n < m for r_{{N:M}}, got n={n}, m={m}")
     if not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
@@ -411,7 +413,7 @@ def certify(y, lam, w, n=2, m=4, *, tol=1e-6, solver=None, order=2, refine=10):
     groups = pattern._groups(y, "y")
     lead = groups.shape[:-1]
     z_all = np.abs(groups.reshape(-1, m).astype(np.float64))
-    value = prox_objective(w, y, lam, n, m).reshape(-1)
+    value = prox_objective(w, y, lam, pattern).reshape(-1)
     problem, zp, zz, lp, blocks, cons = _relaxation(int(n), int(m), int(order))
     G = z_all.shape[0]
     bound = np.empty(G)

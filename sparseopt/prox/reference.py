@@ -65,7 +65,7 @@ def _local_search(z, lam, k, x0, free):
     return u, 0.5 * d @ d + lam * _esym_and_grad(u, k)[0]
 
 
-def prox_bruteforce(y, lam, n=2, m=4, *, starts=20, seed=0):
+def prox_bruteforce(y, lam, pattern=NM(2, 4), *, starts=20, seed=0):
     """Reference N:M prox by multi-start local search, independent of Lemma 3 / Algorithm 1.
 
     Parameters
@@ -74,7 +74,7 @@ def prox_bruteforce(y, lam, n=2, m=4, *, starts=20, seed=0):
         Input; groups of ``m`` consecutive entries along the last axis are independent.
     lam : float
         Regularization strength, lam >= 0.
-    n, m : int
+    pattern : NM, default NM(2, 4)
         The N:M pattern, 0 <= n < m.
     starts : int, keyword-only
         Number of random starting points per group (uniform in the box [0, |y|]), in addition
@@ -121,7 +121,9 @@ def prox_bruteforce(y, lam, n=2, m=4, *, starts=20, seed=0):
     check_finite(y, "y")
     if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
-    pattern = NM(n, m)  # validates n, m
+    if not isinstance(pattern, NM):
+        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    n, m = pattern.n, pattern.m
     if n >= m:
         raise ValueError(f"n must satisfy n < m for r_{{N:M}}, got n={n}, m={m}")
     if not isinstance(starts, numbers.Integral) or starts < 0:
