@@ -32,7 +32,7 @@ from numba import njit, prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM
-from .validation import check_float_array, check_real
+from .validation import check_float_array, check_nm, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
            "Regularizer", "RNM", "L0", "L1", "R0", "R1", "R2"]
@@ -69,12 +69,7 @@ def elementary_symmetric(a, k: int):
 
 def _check_rnm(pattern):
     """An NM pattern with n < m (r_{N:M} is defined for N < M)."""
-    if not isinstance(pattern, NM):
-        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
-    if pattern.n >= pattern.m:
-        raise ValueError(f"n must satisfy 0 <= n < m for r_{{N:M}}, got n={pattern.n}, "
-                         f"m={pattern.m}")
-    return pattern
+    return check_nm(pattern, below_m=True)
 
 
 def r_nm_groups(w, pattern=NM(2, 4)):
@@ -138,9 +133,7 @@ def prox_objective(w, y, lam, pattern=NM(2, 4)) -> np.ndarray:
 
 
 def _check_pattern(pattern):
-    if not isinstance(pattern, NM):
-        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
-    return pattern
+    return check_nm(pattern)
 
 
 def _check_groups(x, pattern):

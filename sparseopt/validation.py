@@ -13,8 +13,8 @@ import numpy as np
 from .backend import kernel, namespace
 from .linalg import cholesky_ok  # noqa: F401  (registers the NumPy kernel of check_psd)
 
-__all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_square",
-           "psd_tolerance", "check_psd", "FLOAT_DTYPES"]
+__all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_nm",
+           "check_square", "psd_tolerance", "check_psd", "FLOAT_DTYPES"]
 
 #: The dtypes the numerical code computes in (NumPy names; torch's are matched by name).
 FLOAT_DTYPES = ("float32", "float64")
@@ -79,6 +79,18 @@ def check_float_array(x, name: str, *, ndim: int | None = None):
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
     check_finite(x, name)
     return x
+
+
+def check_nm(pattern, name: str = "pattern", *, below_m: bool = False):
+    """An ``NM`` pattern object (``below_m``: with n < m, as r_{N:M} needs), returned."""
+    from .patterns import NM  # patterns imports this module
+
+    if not isinstance(pattern, NM):
+        raise ValueError(f"{name} must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    if below_m and pattern.n >= pattern.m:
+        raise ValueError(f"n must satisfy 0 <= n < m for r_{{N:M}}, got n={pattern.n}, "
+                         f"m={pattern.m}")
+    return pattern
 
 
 def check_square(H, name: str = "H", d: int | None = None):

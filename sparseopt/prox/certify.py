@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..patterns import NM, check_finite
+from ..validation import check_nm
 from ..regularizers import prox_objective
 
 __all__ = ["Certificate", "certify"]
@@ -392,11 +393,8 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
         raise ValueError(f"w has shape {w.shape}, y has shape {y.shape}; they must match")
     if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
-    if not isinstance(pattern, NM):
-        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    pattern = check_nm(pattern, below_m=True)
     n, m = pattern.n, pattern.m
-    if n >= m:
-        raise ValueError(f"n must satisfy n < m for r_{{N:M}}, got n={n}, m={m}")
     if not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
         raise ValueError(f"tol must be a positive finite number, got {tol!r}")
     if not isinstance(refine, numbers.Integral) or isinstance(refine, bool) or refine < 0:

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - optional, affects speed only
     threadpool_limits = None
 
 from ..patterns import NM, check_finite
+from ..validation import check_nm
 
 __all__ = ["prox_bruteforce"]
 
@@ -121,11 +122,8 @@ def prox_bruteforce(y, lam, pattern=NM(2, 4), *, starts=20, seed=0):
     check_finite(y, "y")
     if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
-    if not isinstance(pattern, NM):
-        raise ValueError(f"pattern must be an NM pattern such as NM(2, 4), got {pattern!r}")
+    pattern = check_nm(pattern, below_m=True)
     n, m = pattern.n, pattern.m
-    if n >= m:
-        raise ValueError(f"n must satisfy n < m for r_{{N:M}}, got n={n}, m={m}")
     if not isinstance(starts, numbers.Integral) or starts < 0:
         raise ValueError(f"starts must be a non-negative integer, got {starts!r}")
     groups = pattern._groups(y, "y").reshape(-1, m).astype(np.float64)
