@@ -1,0 +1,91 @@
+"""sparseopt.solvers.proximal_gradient: against an independent reference (CVXPY's lasso),
+its stopping rules, tensors, and bad input."""
+
+import numpy as np
+import pytest
+
+from sparseopt import NM
+from sparseopt.objectives import LayerLoss, LeastSquares
+from sparseopt.regularizers import L1, R2, RNM
+from sparseopt.solvers import proximal_gradient
+
+
+def _lasso_problem(seed=0, n=40, p=12):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X @ np.where(rng.random(p) < 0.4, rng.standard_normal(p), 0.0) \
+        + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def test_fixed_lambda_l1_is_the_lasso_solution_of_cvxpy():
+    """beta = 1 and L1: iterations of ISTA, whose limit minimizes
+    0.5 ||Xw - y||^2 + (lam0 / step) ||w||_1 (the Alg. 2 lambda convention); the reference
+    is solved independently by CVXPY (Clarabel)."""
+    cp = pytest.importorskip("cvxpy")
+    X, y = _lasso_problem()
+    f = LeastSquares(X, y)
+    step = 1.0 / f.lipschitz()
+    alpha = 2.0
+    res = proximal_gradient(f, L1(), lam0=alpha * step, beta=1.0, step=step,
+                            x0=np.zeros(X.shape[1]), max_iter=20000)
+    w = cp.Variable(X.shape[1])
+    cp.Problem(cp.Minimize(0.5 * cp.sum_squares(X @ w - y) + alpha * cp.norm1(w))).solve(
+        solver=cp.CLARABEL)
+    np.testing.assert_allclose(res.x, w.value, atol=1e-6)
+    assert res.stop_reason == "max_iter" and res.nit == 20000
+    obj = res.history["objective"]
+    assert obj.shape == (20000,) and np.all(np.diff(obj[:200]) <= 1e-12)  # f decreases early
+    assert res.fun == obj[-1] == pytest.approx(f.value(res.x))
+
+
+def test_growing_lambda_reaches_the_pattern_and_records_history():
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((16, 48))
+    f = LayerLoss(rng.standard_normal((3, 16)), A @ A.T / 48)
+    res = proximal_gradient(f, RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
+    assert res.stop_reason == "x in pattern" and NM(2, 4).satisfied(res.x)
+    h = res.history
+    assert set(h) == {"objective", "loss", "lam", "nm_fraction", "time"}
+    assert all(h[k].shape == (res.nit,) for k in h)
+    np.testing.assert_allclose(h["lam"], 0.01 * 1.05 ** np.arange(res.nit), rtol=1e-12)
+    assert h["nm_fraction"][-1] == 1.0 and np.all(h["nm_fraction"][:-1] < 1.0)
+    assert res.info["lam_final"] == h["lam"][-1]
+    # R2 never reaches the pattern exactly: its tail rule stops it
+    r2 = proximal_gradient(f, R2(), lam0=0.01, beta=1.05, pattern=NM(2, 4), tail_tol=1e-3)
+    assert r2.stop_reason == "tail <= tail_tol" and not NM(2, 4).satisfied(r2.x)
+    tail = np.linalg.norm(r2.x - NM(2, 4).project(r2.x))
+    assert tail <= 1e-3 * np.linalg.norm(r2.x)
+
+
+def test_tensors_in_tensors_out():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((16, 48))
+    W, H = rng.standard_normal((3, 16)), A @ A.T / 48
+    a = proximal_gradient(LayerLoss(W, H), RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
+    b = proximal_gradient(LayerLoss(torch.from_numpy(W), torch.from_numpy(H)), RNM(),
+                          lam0=0.01, beta=1.05, pattern=NM(2, 4))
+    assert isinstance(b.x, torch.Tensor) and b.nit == a.nit
+    np.testing.assert_allclose(b.x.numpy(), a.x, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(lam0=0.0), "lam0 must be finite and > 0"),
+    (dict(lam0=float("nan")), "lam0"),
+    (dict(beta=0.5), "beta must be >= 1"),
+    (dict(max_iter=-1), "max_iter must be >= 0"),
+    (dict(tail_tol=-1.0), "tail_tol must be finite and non-negative"),
+    (dict(step=-0.1), "step must be finite and non-negative"),
+])
+def test_bad_input(kwargs, match):
+    X, y = _lasso_problem()
+    args = dict(lam0=0.1, x0=np.zeros(X.shape[1]))
+    with pytest.raises(ValueError, match=match):
+        proximal_gradient(LeastSquares(X, y), L1(), **{**args, **kwargs})
+
+
+def test_x0_required_without_reference():
+    X, y = _lasso_problem()
+    with pytest.raises(ValueError, match="x0 is required"):
+        proximal_gradient(LeastSquares(X, y), L1(), lam0=0.1)
