@@ -20,6 +20,7 @@ Only the hot kernels differ per backend (:func:`kernel`):
 
 from __future__ import annotations
 
+import importlib
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 
@@ -31,6 +32,10 @@ __all__ = ["namespace", "is_numpy", "backend_name", "device", "on_cpu", "numpy_p
            "kernel", "register_kernel", "synchronize"]
 
 _KERNELS: dict = {}
+#: The core modules that register NumPy kernels, imported on the first lookup (they import
+#: Numba / SciPy, so ``import sparseopt.backend`` stays light).
+CORE_KERNEL_MODULES = ("sparseopt.linalg", "sparseopt.prox", "sparseopt.regularizers",
+                       "sparseopt.layer.sparsegpt")
 _LOADED_ENTRY_POINTS = False
 _DEVICE_KERNELS_ON_CPU = False
 
@@ -150,6 +155,10 @@ def kernel(name: str, x):
     if numpy_path(x):
         fn = _KERNELS.get((name, "numpy"))
         if fn is None:  # the NumPy kernels register themselves when their module is imported
+            for module in CORE_KERNEL_MODULES:
+                importlib.import_module(module)
+            fn = _KERNELS.get((name, "numpy"))
+        if fn is None:
             raise LookupError(f"no NumPy kernel {name!r} registered")
         if isinstance(x, np.ndarray):
             return fn

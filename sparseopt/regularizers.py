@@ -389,8 +389,6 @@ class RNM(Regularizer):
         return r_nm(x, self.pattern)
 
     def _prox(self, x, c):
-        from . import prox as _prox_module  # noqa: F401  (registers the NumPy kernel)
-
         _check_groups(x, self.pattern)
         return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m,
                                     method=self.method, tol=self.tol)

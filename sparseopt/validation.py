@@ -11,7 +11,6 @@ import numbers
 import numpy as np
 
 from .backend import kernel, namespace
-from .linalg import cholesky_ok  # noqa: F401  (registers the NumPy kernel of check_psd)
 
 __all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_nm",
            "check_square", "psd_tolerance", "check_psd", "FLOAT_DTYPES"]

@@ -14,6 +14,8 @@ from sparseopt.prox.reference import prox_bruteforce
 from sparseopt.regularizers import (L0, L1, R0, R1, R2, RNM, elementary_symmetric,
                                     prox_objective, r_nm, r_nm_grad, r_nm_groups)
 
+from test_penalties import hard_groups  # ties, zeros, signs, values at the thresholds
+
 
 def r_nm_bruteforce(w, n, m):
     a = np.abs(np.asarray(w, dtype=np.float64)).reshape(-1, m)
@@ -71,18 +73,6 @@ def _torch():
             raise
         pytest.skip("torch is not installed")
     return torch
-
-
-def hard_groups(m, dtype, seed):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((8, m)) * 1.5
-    x[0, :] = 0.7                       # all equal
-    x[1, :] = 0.0                       # all zero
-    x[2, : m // 2] = 0.0                # half zero
-    x[3, :] = -np.abs(x[3, :])          # all negative
-    x[4, 1::2] = -x[4, 0::2]            # tied magnitudes, opposite signs
-    x[5, :] = np.round(x[5, :], 1)      # ties from rounding
-    return x.astype(dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -170,7 +160,7 @@ OBJECTS = [
 @pytest.mark.parametrize("p", OBJECTS, ids=repr)
 def test_torch_tensors_give_the_numpy_result(p, dtype):
     torch = _torch()
-    x = hard_groups(8, np.dtype(dtype), seed=11).reshape(4, 16)
+    x = hard_groups(8, np.dtype(dtype), seed=11).reshape(5, 16)
     t = torch.from_numpy(x.copy())
     t0 = t.clone()
     tol = 1e-12 if dtype == "float64" else 1e-6
@@ -236,7 +226,7 @@ def test_r_nm_functions_on_tensors():
 @pytest.mark.parametrize("p", OBJECTS, ids=repr)
 def test_degree_is_the_homogeneity(p):
     """R(c w) = |c|^degree R(w), and prox_{tau lam R}(c x) = c prox_{tau lam |c|^(p-2) R}(x)."""
-    x = hard_groups(8, np.float64, seed=13).reshape(4, 16)
+    x = hard_groups(8, np.float64, seed=13).reshape(5, 16)
     for c in (3.0, -0.5):
         assert p(c * x) == pytest.approx(abs(c) ** p.degree * p(x), rel=1e-12, abs=1e-12)
     c = 2.0

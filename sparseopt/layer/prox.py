@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
 from ..backend import device, namespace, zero
 from ..patterns import NM
+from ..validation import check_int, check_real
 from .loss import gamma_max
 from .registry import register
 from .result import PruneResult
@@ -173,13 +170,11 @@ def prox_prune(
     n, m = pattern.n, pattern.m
     if lam0 is not None and lam_tilde is not None:
         raise ValueError("give either lam0 or lam_tilde (eq. 15), not both")
-    for name, val in (("lam0", lam0), ("lam_tilde", lam_tilde)):
-        if val is not None and not (np.isfinite(val) and val > 0):
-            raise ValueError(f"{name} must be a positive finite number, got {val!r}")
-    if not (np.isfinite(beta) and beta > 1):
+    lam0 = check_real(lam0, "lam0", positive=True, allow_none=True)
+    lam_tilde = check_real(lam_tilde, "lam_tilde", positive=True, allow_none=True)
+    if not check_real(beta, "beta") > 1:  # the schedule must grow for Alg. 2 to stop
         raise ValueError(f"beta must be a finite number > 1, got {beta!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
+    max_iter = check_int(max_iter, "max_iter", minimum=0)
     xp = namespace(W, H)
     dt = W.dtype
     if n >= m:
