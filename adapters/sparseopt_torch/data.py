@@ -6,6 +6,13 @@ sentences about numerical computing. :func:`docstring_sentences` extracts them
 deterministically, :func:`calibration_eval_split` draws two disjoint sets fixed by a seed, and
 :func:`token_batches` turns sentences into padded token batches for the model (layer Hessians,
 prox24-kubler App. D.1, are computed from the activations of such batches).
+
+For causal LMs the user brings calibration text: :func:`read_documents` reads a ``.txt`` file
+(a document per line), a ``.jsonl`` file (a ``text`` field per line), a parquet file or a
+``datasets`` folder; :func:`split_documents` holds documents out for evaluation,
+:func:`token_stream` concatenates their tokens and :func:`sample_sequences` draws random windows
+of ``seq_len`` tokens by seed, as SparseGPT and Wanda sample C4; :func:`sequence_batches` makes
+model batches of them.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import functools
 import importlib
 import inspect
 import io
+import json
+import os
 import pkgutil
 import re
 import warnings
@@ -21,8 +30,11 @@ from collections.abc import Sequence
 from contextlib import redirect_stderr, redirect_stdout
 
 import numpy as np
+import torch
 
-__all__ = ["docstring_sentences", "calibration_eval_split", "token_batches"]
+__all__ = ["docstring_sentences", "calibration_eval_split", "token_batches",
+           "read_documents", "split_documents", "token_stream", "sample_sequences",
+           "sequence_batches"]
 
 #: Module name components that are never read: test suites, build tools, deprecated shims.
 _SKIP_COMPONENTS = frozenset({"tests", "test", "testing", "conftest", "setup", "distutils",
@@ -349,3 +361,368 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128) -> lis
                             return_tensors="pt")
         batches.append({key: encoded[key] for key in _MODEL_INPUTS if key in encoded})
     return batches
+
+
+# ------------------------------------------------------------------ the user's calibration text
+#: File suffixes :func:`read_documents` reads (besides a ``datasets`` folder).
+_DOCUMENT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+
+
+def _text_column(values, path, where: str) -> list:
+    """The str values of a ``text`` column with blank ones dropped; an error names a bad row."""
+    documents = []
+    for row, value in enumerate(values):
+        if not isinstance(value, str):
+            raise ValueError(f"calibration file {path}: {where} {row} of column 'text' is "
+                             f"{type(value).__name__}, not str")
+        if value.strip():
+            documents.append(value)
+    return documents
+
+
+def _read_txt(path) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def _read_jsonl(path) -> list:
+    documents = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():  # blank lines (a trailing newline, say) carry no record
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"calibration file {path}: line {number} is not JSON "
+                                 f"({exc.msg})") from None
+            if not isinstance(record, dict) or "text" not in record:
+                raise ValueError(f"calibration file {path}: line {number} has no 'text' field "
+                                 f"(each line must be a JSON object with a str field 'text')")
+            text = record["text"]
+            if not isinstance(text, str):
+                raise ValueError(f"calibration file {path}: the 'text' field on line {number} "
+                                 f"is {type(text).__name__}, not str")
+            if text.strip():
+                documents.append(text)
+    return documents
+
+
+def _read_parquet(path) -> list:
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except (pyarrow.ArrowException, OSError) as exc:
+        raise ValueError(f"calibration file {path} is not a readable parquet file "
+                         f"({exc})") from None
+    if "text" not in names:
+        raise ValueError(f"calibration file {path} has no 'text' column "
+                         f"(columns: {', '.join(names) or 'none'})")
+    column = pq.read_table(path, columns=["text"]).column("text")
+    return _text_column(column.to_pylist(), path, "row")
+
+
+def _read_datasets_folder(path) -> list:
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ImportError(f"reading the datasets folder {path} needs the package 'datasets'; "
+                          f'install the extra with: pip install -e ".[torch]"') from exc
+    try:
+        data = datasets.load_from_disk(os.fspath(path))
+    except FileNotFoundError:
+        raise ValueError(f"calibration folder {path} is not a folder written by "
+                         f"datasets' save_to_disk") from None
+    if isinstance(data, datasets.DatasetDict):
+        if "train" not in data:
+            raise ValueError(f"calibration folder {path} holds a DatasetDict without a 'train' "
+                             f"split (splits: {', '.join(data)}); save the split to use with "
+                             f"Dataset.save_to_disk")
+        data = data["train"]
+    if "text" not in data.column_names:
+        raise ValueError(f"calibration folder {path} has no 'text' column "
+                         f"(columns: {', '.join(data.column_names) or 'none'})")
+    # The arrow table holds the column as saved; save_to_disk has applied any index mapping.
+    return _text_column(data.data.column("text").to_pylist(), path, "row")
+
+
+def read_documents(path) -> list:
+    """The documents of a user's calibration text file or folder.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        One of
+
+        - a ``.txt`` file: one document per line;
+        - a ``.jsonl`` file: one JSON object per line with a str field ``text`` (other fields
+          are ignored; blank lines are skipped);
+        - a ``.parquet`` file with a str column ``text``;
+        - a folder written by ``datasets.Dataset.save_to_disk`` with a column ``text``, or by
+          ``DatasetDict.save_to_disk``, whose split ``"train"`` is read.
+
+        The suffix is matched case-insensitively; files are UTF-8.
+
+    Returns
+    -------
+    list of str
+        The documents in file order. Lines of a ``.txt`` file are stripped of surrounding
+        whitespace; the texts of the other formats are kept as they are (their inner newlines
+        belong to the document). Empty and whitespace-only documents are dropped.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` does not exist, has an unsupported suffix, is not valid in its format (the
+        message names the line or row), has no ``text`` column, or holds no non-empty document.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "calib.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("The first document.\\n\\n  The second one.  \\n")
+    >>> read_documents(path)
+    ['The first document.', 'The second one.']
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if not os.path.exists(path):
+        raise ValueError(f"calibration file {path} does not exist")
+    if os.path.isdir(path):
+        documents = _read_datasets_folder(path)
+    else:
+        suffix = os.path.splitext(os.fspath(path))[1].lower()
+        readers = {".txt": _read_txt, ".jsonl": _read_jsonl, ".parquet": _read_parquet}
+        if suffix not in readers:
+            raise ValueError(f"calibration file {path} has the unsupported suffix "
+                             f"{suffix or '(none)'!r}; supported: "
+                             f"{', '.join(_DOCUMENT_SUFFIXES)} or a datasets folder")
+        try:
+            documents = readers[suffix](path)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"calibration file {path} is not UTF-8 text ({exc.reason} at "
+                             f"byte {exc.start})") from None
+    if not documents:
+        raise ValueError(f"calibration file {path} holds no text (no non-empty document)")
+    return documents
+
+
+def _check_documents(documents, name: str = "documents") -> list:
+    if isinstance(documents, str) or not isinstance(documents, Sequence):
+        raise ValueError(f"{name} must be a sequence of str, got {type(documents).__name__}")
+    if len(documents) == 0:
+        raise ValueError(f"{name} is empty")
+    if not all(isinstance(d, str) for d in documents):
+        raise ValueError(f"{name} must contain only str")
+    return list(documents)
+
+
+def _check_int(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_seed(seed):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    return seed
+
+
+def split_documents(documents, *, eval_fraction=0.1, seed=0):
+    """Hold out a random fraction of the documents for evaluation.
+
+    Parameters
+    ----------
+    documents : sequence of str
+        At least two documents (e.g. from :func:`read_documents`).
+    eval_fraction : float
+        Fraction of the documents held out, ``0 < eval_fraction < 1``. The number held out is
+        ``round(eval_fraction * len(documents))``, moved into ``[1, len(documents) - 1]`` so
+        that both sides have a document.
+    seed : int or None
+        Seed of ``numpy.random.default_rng``: the held-out documents are the first ones of a
+        permutation of the positions.
+
+    Returns
+    -------
+    calib, eval : list of str
+        The calibration and held-out documents, each in the order of ``documents``. They are
+        disjoint as positions (a document repeated in the input may appear on both sides).
+
+    Examples
+    --------
+    >>> docs = [f"Document {i}." for i in range(10)]
+    >>> calib, held_out = split_documents(docs, eval_fraction=0.2, seed=0)
+    >>> len(calib), len(held_out), sorted(calib + held_out) == sorted(docs)
+    (8, 2, True)
+    """
+    documents = _check_documents(documents)
+    if len(documents) < 2:
+        raise ValueError(f"documents must hold at least 2 documents to split into calibration "
+                         f"and evaluation, got {len(documents)}")
+    if isinstance(eval_fraction, bool) or not isinstance(eval_fraction, (int, float, np.number)) \
+            or not 0 < eval_fraction < 1:
+        raise ValueError(f"eval_fraction must be a number with 0 < eval_fraction < 1, "
+                         f"got {eval_fraction!r}")
+    seed = _check_seed(seed)
+    n = len(documents)
+    n_eval = min(n - 1, max(1, int(round(float(eval_fraction) * n))))
+    perm = np.random.default_rng(seed).permutation(n)
+    held = np.zeros(n, dtype=bool)
+    held[perm[:n_eval]] = True
+    calib = [d for d, h in zip(documents, held) if not h]
+    held_out = [d for d, h in zip(documents, held) if h]
+    return calib, held_out
+
+
+#: Documents tokenized per call of the tokenizer (a fast tokenizer batches them in Rust).
+_TOKENIZE_CHUNK = 1024
+
+
+def _separator_id(tokenizer):
+    for attr in ("eos_token_id", "sep_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+def token_stream(tokenizer, documents) -> torch.Tensor:
+    """The tokens of all documents, concatenated into one stream.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        Called on lists of documents with ``add_special_tokens=False``.
+    documents : sequence of str
+        Non-empty (e.g. from :func:`read_documents`).
+
+    Returns
+    -------
+    torch.Tensor
+        int64, CPU, 1-D: the tokens of the documents in order, a separator token between two
+        consecutive documents.
+
+    Notes
+    -----
+    Documents are tokenized without special tokens (no BOS/CLS per document) and joined by the
+    tokenizer's end-of-sequence token (``eos_token_id``), which is what a causal LM saw between
+    documents in pre-training; a tokenizer without one (BERT-style) is joined by its
+    ``sep_token_id``; a tokenizer with neither joins documents directly. Documents that
+    tokenize to nothing contribute no separator. The stream is not truncated to the model's
+    maximum length (windows of it are what the model reads).
+    """
+    documents = _check_documents(documents)
+    if not callable(tokenizer):
+        raise ValueError(f"tokenizer must be a callable transformers tokenizer, "
+                         f"got {type(tokenizer).__name__}")
+    sep = _separator_id(tokenizer)
+    pieces = []
+    first = True
+    for start in range(0, len(documents), _TOKENIZE_CHUNK):
+        chunk = documents[start:start + _TOKENIZE_CHUNK]
+        # verbose=False: a document longer than the model's maximum length is not an error
+        # here (only windows of the stream reach the model), so its warning would mislead.
+        encoded = tokenizer(chunk, add_special_tokens=False, verbose=False)["input_ids"]
+        flat = []
+        for ids in encoded:
+            if len(ids) == 0:
+                continue
+            if not first and sep is not None:
+                flat.append(sep)
+            flat.extend(ids)
+            first = False
+        if flat:
+            pieces.append(np.asarray(flat, dtype=np.int64))
+    stream = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return torch.from_numpy(stream)
+
+
+def sample_sequences(tokenizer, documents, n, seq_len, *, seed=0) -> torch.Tensor:
+    """``n`` random windows of ``seq_len`` consecutive tokens of the documents.
+
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        The model's tokenizer (see :func:`token_stream`).
+    documents : sequence of str
+        The calibration documents (e.g. from :func:`read_documents` or :func:`split_documents`).
+    n : int
+        Number of windows, ``n >= 1``.
+    seq_len : int
+        Tokens per window, ``seq_len >= 2``.
+    seed : int or None
+        Seed of ``numpy.random.default_rng``; the windows are a function of the seed, the
+        tokenizer and the documents.
+
+    Returns
+    -------
+    torch.Tensor
+        int64, CPU, shape (n, seq_len); row i is ``stream[s_i : s_i + seq_len]`` of the
+        :func:`token_stream` of the documents.
+
+    Raises
+    ------
+    ValueError
+        If the documents have fewer than ``seq_len`` tokens.
+
+    Notes
+    -----
+    SparseGPT and Wanda sample C4 by drawing a random document longer than ``seq_len`` tokens
+    and a random window inside it. User files often hold short documents (a sentence per
+    line), so here the window is drawn from the concatenated stream instead: the starts
+    ``s_i`` are drawn independently and uniformly from ``0 .. len(stream) - seq_len`` (with
+    replacement, as in SparseGPT/Wanda), and a window may span a document separator.
+    """
+    n = _check_int(n, "n", 1)
+    seq_len = _check_int(seq_len, "seq_len", 2)
+    seed = _check_seed(seed)
+    stream = token_stream(tokenizer, documents)
+    if stream.numel() < seq_len:
+        raise ValueError(f"calibration text has {stream.numel()} tokens, fewer than "
+                         f"seq_len = {seq_len}")
+    starts = np.random.default_rng(seed).integers(0, stream.numel() - seq_len + 1, size=n)
+    index = torch.from_numpy(starts)[:, None] + torch.arange(seq_len)[None, :]
+    return stream[index]
+
+
+def sequence_batches(ids, batch_size) -> list:
+    """Model batches of equal-length token sequences (e.g. from :func:`sample_sequences`).
+
+    Parameters
+    ----------
+    ids : torch.Tensor
+        Integer tensor of shape (n, seq_len); it is converted to int64 (what embedding layers
+        index with) on its own device.
+    batch_size : int
+        Sequences per batch, ``batch_size >= 1``; the last batch may be smaller.
+
+    Returns
+    -------
+    list of dict
+        One dict per batch with ``input_ids`` (the rows, in order) and ``attention_mask`` (all
+        ones): int64 tensors of shape (B, seq_len). Feed them as ``model(**batch)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> batches = sequence_batches(torch.arange(12).reshape(3, 4), 2)
+    >>> [tuple(b["input_ids"].shape) for b in batches], batches[1]["attention_mask"].tolist()
+    ([(2, 4), (1, 4)], [[1, 1, 1, 1]])
+    """
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"ids must be a torch.Tensor of shape (n, seq_len), "
+                         f"got {type(ids).__name__}")
+    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"ids must have shape (n, seq_len) with n, seq_len >= 1, "
+                         f"got {tuple(ids.shape)}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(f"ids must hold integer token ids, got dtype {ids.dtype}")
+    batch_size = _check_int(batch_size, "batch_size", 1)
+    ids = ids.to(torch.int64)
+    return [{"input_ids": rows, "attention_mask": torch.ones_like(rows)}
+            for rows in torch.split(ids, batch_size)]

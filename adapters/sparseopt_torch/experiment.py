@@ -117,13 +117,14 @@ def _calibration(model, config):
 
 
 def prune_runs(out, methods=None, config=None, *, options=None, model=None,
-               progress=True) -> dict:
+               pattern=NM(2, 4), device=None, executor=None, progress=True) -> dict:
     """Prune MiniLM once per run into ``out/<run>/``; return {run: ModelPruneResult}.
 
     ``methods`` holds method names and :data:`VARIANTS` names (default :func:`all_methods`).
     ``options`` maps a method to its options (default :data:`DEMO_OPTIONS`; a variant adds
     its own options to its method's). The model is restored to its dense weights after each
-    run. Finished runs are resumed, not redone.
+    run. Finished runs are resumed, not redone. ``device`` and ``executor`` are those of
+    :func:`~sparseopt_torch.prune.prune_model`.
     """
     config = ExperimentConfig.make() if config is None else config
     known = all_runs()
@@ -142,10 +143,10 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
             if progress:
                 print(f"[prune] {run}", flush=True)
             results[run] = prune_model(
-                body, batches, method=method, pattern=NM(2, 4),
+                body, batches, method=method, pattern=pattern,
                 refine_steps=config["refine_steps"], sequential=config["sequential"],
                 options={**options.get(method, {}), **extra}, out=os.path.join(out, run),
-                progress=progress)
+                device=device, executor=executor, progress=progress)
             body.load_state_dict(dense)
     finally:
         body.load_state_dict(dense)

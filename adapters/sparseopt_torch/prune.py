@@ -7,12 +7,14 @@ min_W Tr((W - W*) H (W - W*)') over N:M sparse W is solved by a core method
 device), optionally followed by masked gradient steps ("+GD", eq. 5, the core's
 :func:`sparseopt.layer.masked_gd`), and the pruned weights are written back into the model.
 
-Two ways to get the Hessians:
+The model is streamed block by block (:mod:`~sparseopt_torch.blocks`): the inputs of the first
+block are captured once, then each block collects its layers' Hessians from its cached inputs,
+is pruned and computes the next block's inputs. Two ways to get those inputs:
 
-- independent (default, prox24-kubler App. D.1): all Hessians come from the dense model, so the
-  layers are independent problems;
-- sequential (as maiht-wen and SparseGPT do): blocks are pruned in order and the inputs of a
-  block are recomputed by the model whose earlier blocks are already pruned.
+- independent (default, prox24-kubler App. D.1): from the dense block, so every Hessian is the
+  dense model's and the layers are independent problems (one pass per block and batch);
+- sequential (as maiht-wen and SparseGPT do): from the pruned block, so a block's Hessians see
+  the already pruned earlier blocks (two passes per block and batch).
 
 Runs with ``out=DIR`` are resumable: every finished layer is saved (atomically) to
 ``DIR/layers/`` and a rerun with the same settings reloads the finished layers and continues.
@@ -35,8 +37,10 @@ from sparseopt.backend import synchronize
 from sparseopt.layer import layer_loss, masked_gd, methods
 from sparseopt.patterns import NM, TopK
 
-from .hessians import collect_hessians
-from .layers import block_of, find_layers, get_weight, set_weight
+from .blocks import Activations, capture_inputs, find_blocks, run_block
+from .distributed import LayerJob
+from .hessians import Hessians, _default_forward, collect_hessians
+from .layers import find_layers, get_weight, set_weight
 
 __all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned"]
 
@@ -148,10 +152,15 @@ def _fingerprint(batches) -> str:
     return h.hexdigest()
 
 
-def _fingerprint_weights(layers) -> str:
+def _fingerprint_weights(layers, weights=None) -> str:
+    """SHA-256 of the dense (d_out, d_in) weights, read from ``weights`` (the checkpoint)
+    for layers still on the meta device."""
     h = hashlib.sha256()
     for name, mod in layers.items():
         W = get_weight(mod)
+        if W.device.type == "meta":
+            W = weights.get(f"{name}.weight")
+            W = W if isinstance(mod, torch.nn.Linear) else W.T
         h.update(name.encode())
         h.update(W.to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
@@ -208,7 +217,8 @@ def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
         res = core_prune(W_star, H, method=method, pattern=pattern, **options)
         W, M, loss, t_method = res.W, res.mask, res.loss, res.time
         info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
-    out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info,
+    base = layer_loss(torch.zeros_like(W_star), W_star, H)  # pruning everything: rel 1
+    out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info, "base_loss": base,
            "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
         t0 = time.perf_counter()
@@ -234,8 +244,14 @@ def _check_args(method, pattern, refine_steps, on_indivisible, calibration):
         raise ValueError("calibration is empty: give at least one batch of inputs")
 
 
-def _select_layers(model, modules, pattern, on_indivisible):
+def _select_layers(model, modules, pattern, on_indivisible, prefix=""):
     layers = find_layers(model, modules)
+    if prefix and (modules is None or isinstance(modules, str)):
+        # The default selection: linear layers inside the blocks (never embeddings or heads).
+        layers = {n: m for n, m in layers.items() if n.startswith(prefix + ".")}
+        if not layers:
+            raise ValueError(f"no nn.Linear / Conv1D layer inside the blocks {prefix!r} "
+                             f"matched modules={modules!r}")
     if isinstance(pattern, TopK):
         return layers
     bad = [n for n, mod in layers.items() if get_weight(mod).shape[1] % pattern.m]
@@ -252,34 +268,49 @@ def _select_layers(model, modules, pattern, on_indivisible):
 
 
 def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
-                sequential=False, modules=None, options=None, masks=None, forward=None,
-                out=None,
-                resume=True, on_indivisible="error", hessian_dtype=torch.float64, progress=None) -> ModelPruneResult:
-    """Prune every selected linear layer of ``model`` in place, one layer problem at a time.
+                sequential=False, modules=None, blocks=None, options=None, masks=None,
+                forward=None, out=None, resume=True, on_indivisible="error",
+                hessian_dtype=torch.float64, device=None, weights=None, cache_limit=2**30,
+                cache_dir=None, executor=None, progress=None) -> ModelPruneResult:
+    """Prune every selected linear layer of ``model``, one block at a time.
+
+    The engine streams blocks (the way SparseGPT prunes 70B models on one GPU): the part of
+    the model before the first block runs once per calibration batch and the first block's
+    inputs are cached (:mod:`~sparseopt_torch.blocks`); then, for each block in order, the
+    block is moved (or read from disk) to ``device``, its layers' Hessians are collected from
+    the cached inputs, its layers are pruned, its outputs become the next block's inputs,
+    and it is moved back (or dropped). Each block runs at most twice per batch, whatever
+    the depth; peak memory is one block, its Hessians and the activation cache.
 
     Parameters
     ----------
     model : torch.nn.Module
-        Modified in place: the pruned weights replace the dense ones.
+        Modified in place: the pruned weights replace the dense ones (with ``weights``, the
+        blocks stay on the meta device and the pruned weights are only in ``out``).
     calibration : sequence of batches
         Model inputs (dicts of tensors such as tokenizer output, or tensors), fed by
-        ``forward(model, batch)`` (default as in ``collect_hessians``). Padding tokens
+        ``forward(model, batch)`` (default ``model(**batch)`` for dicts). Padding tokens
         (``attention_mask == 0``) are not data.
     method : str
         A layer method of :func:`sparseopt.prune` (:func:`sparseopt.layer.methods`: "prox",
-        "magnitude", "wanda", "sparsegpt", "maiht", "iobs", ...), or ``"masks"``: keep W* on given ``masks``
-        (e.g. learned end to end by :func:`~sparseopt_torch.proxsparse.proxsparse`).
+        "magnitude", "wanda", "sparsegpt", "maiht", "iobs", ...), or ``"masks"``: keep W* on
+        given ``masks`` (e.g. learned end to end by
+        :func:`~sparseopt_torch.proxsparse.proxsparse`).
     pattern : NM or TopK, default NM(2, 4)
         Pattern along each weight row (the input dimension).
     refine_steps : int, default 0
         Masked gradient steps after the method ("+GD", prox24-kubler eq. 5). The records hold
         the loss before and after them; with ``out`` both weights are saved.
     sequential : bool, default False
-        False: all Hessians from the dense model (prox24-kubler App. D.1). True: blocks
-        (:func:`~sparseopt_torch.layers.block_of`) are pruned in order, each with Hessians of
-        inputs recomputed through the already pruned blocks.
+        False: every Hessian comes from the dense model (prox24-kubler App. D.1): a block's
+        outputs are computed by the dense block. True: a block's outputs are computed by the
+        pruned block, so later blocks see the pruned earlier ones (SparseGPT, maiht-wen).
     modules : optional
-        Which layers (see :func:`~sparseopt_torch.layers.find_layers`).
+        Which layers (see :func:`~sparseopt_torch.layers.find_layers`); default every
+        ``nn.Linear`` / ``Conv1D`` inside the blocks (never embeddings or heads).
+    blocks : None, str
+        The block list: None finds it (:func:`~sparseopt_torch.blocks.find_blocks`), a
+        dotted name overrides it, ``"model"`` treats the whole model as one block.
     options : dict, optional
         Options of the method (e.g. ``{"max_iter": 300}`` for prox).
     masks : dict, optional
@@ -297,6 +328,18 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
     hessian_dtype : torch.dtype, default torch.float64
         Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
+    device : str or torch.device, optional
+        Where blocks run and layers are pruned (default: where the model's parameters are).
+    weights : CheckpointWeights, optional
+        The on-disk weights of a model loaded with
+        ``load_model(folder, offload=True)``: blocks are read one at a time (requires
+        ``out``).
+    cache_limit : int or None, default 1 GiB
+        Above this many bytes per generation of cached block inputs, they are memory-mapped
+        from files in ``cache_dir`` (default the system's temporary folder); None: never.
+    executor : LayerExecutor, optional
+        Runs the layer problems of a block as tasks (e.g. on a Dask cluster,
+        :mod:`~sparseopt_torch.distributed`); default in this process, in order.
     progress : bool, optional
         A progress bar over layers (default on).
 
@@ -309,19 +352,30 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     _check_args(method, pattern, refine_steps, on_indivisible, calibration)
     if (method == "masks") != (masks is not None):
         raise ValueError("masks must be given exactly when method='masks'")
+    if weights is not None and out is None:
+        raise ValueError("weights (blocks read from disk) needs out=: the pruned weights are "
+                         "kept only in the run folder")
+    if cache_limit is not None and (isinstance(cache_limit, bool) or cache_limit < 0):
+        raise ValueError(f"cache_limit must be a number of bytes >= 0 or None, "
+                         f"got {cache_limit!r}")
     if masks is not None and modules is None:
         modules = list(masks)
-    layers = _select_layers(model, modules, pattern, on_indivisible)
+    prefix, block_list = find_blocks(model, blocks)
+    layers = _select_layers(model, modules, pattern, on_indivisible, prefix)
+    members = _layers_by_block(layers, prefix, len(block_list))
     if masks is not None:
         missing = [n for n in layers if n not in masks]
         if missing:
             raise ValueError(f"masks has no mask for layer(s) {missing}")
+    compute = _compute_device(model, device)
     settings = {
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
         "sequential": bool(sequential), "options": options,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
         "calibration_sha256": _fingerprint(calibration),
-        "dense_weights_sha256": _fingerprint_weights(layers),
+        "dense_weights_sha256": _fingerprint_weights(layers, weights),
+        # Conv1D (GPT-2) stores its weight as (d_in, d_out): export transposes these back.
+        "conv1d_layers": [n for n, mod in layers.items() if not isinstance(mod, torch.nn.Linear)],
     }
     if masks is not None:
         settings["masks_sha256"] = _fingerprint([{n: masks[n] for n in layers}])
@@ -329,52 +383,33 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     if out is not None:
         done = _open_run(out, settings, layers, resume)
 
-    # Blocks in order; in independent mode a single "block" holds every layer.
-    if sequential:
-        blocks = {}
-        for name in layers:
-            blocks.setdefault(block_of(name), []).append(name)
-        stages = list(blocks.values())
-    else:
-        stages = [list(layers)]
-
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(layers), desc=f"prune {method}", unit="layer",
                disable=progress is False)
     records = []
+    runner = _Stream(model, calibration, prefix, block_list, forward, compute, weights,
+                     cache_limit, cache_dir)
     try:
-        for stage in stages:
-            todo = [n for n in stage if n not in done]
-            hess = None
-            if todo:
-                # Sequential: the finished layers of earlier stages are already in the model.
-                # Independent: nothing is written into the model before this point, except
-                # reloaded layers, which are applied after the (dense) Hessians are taken.
-                hess = collect_hessians(model, calibration, modules={n: layers[n] for n in todo},
-                                        forward=forward, dtype=hessian_dtype,
-                                        progress=False)
-            for name in stage:
+        for i in runner.order():
+            names = members[i]
+            todo = [n for n in names if n not in done]
+            later = any(n not in done for j in range(i + 1, len(block_list)) for n in members[j])
+            # Independent: the dense block's outputs are the next inputs (one pass does both);
+            # sequential: the pruned block's (a second pass after pruning).
+            block = runner.enter(i)
+            hess = runner.first_pass(i, {n: layers[n] for n in todo}, hessian_dtype,
+                                     outputs=later and not sequential)
+            for name in names:
                 if name in done:
                     rec, tensors = done[name]
                     set_weight(layers[name], tensors["W"])
                     records.append(rec)
                     bar.update(1)
-            for name in todo:
+
+            def finish(name, res):
                 mod = layers[name]
-                W_t = get_weight(mod)
-                res = _prune_layer(W_t, hess.H[name], method, pattern, refine_steps,
-                                   options, None if masks is None else masks[name])
-                base = layer_loss(torch.zeros_like(W_t, dtype=torch.float64), W_t,
-                                  hess.H[name].to(W_t.device))
-                rel = (lambda x: x / base if base > 0 else (0.0 if x == 0 else float("inf")))
-                rec = LayerRecord(
-                    name=name, block=block_of(name), shape=tuple(W_t.shape), method=method,
-                    device=str(W_t.device), n_tokens=int(hess.n_tokens[name]), base_loss=base,
-                    loss=float(res["loss"]), rel_loss=rel(float(res["loss"])),
-                    loss_gd=float(res["loss_gd"]), rel_loss_gd=rel(float(res["loss_gd"])),
-                    time=float(res["time"]), time_gd=float(res["time_gd"]),
-                    refine_steps=int(refine_steps), info=res["info"])
+                rec = _record(name, block, mod, method, n_tokens[name], res, refine_steps)
                 set_weight(mod, res["W"])
                 if out is not None:
                     if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
@@ -387,7 +422,17 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 bar.update(1)
                 bar.set_postfix(layer=".".join(name.split(".")[-4:]),
                                 rel=f"{rec.rel_loss_gd:.4f}")
+
+            jobs = [_job(name, layers[name], hess.H[name], method, pattern, refine_steps,
+                         options, None if masks is None else masks[name]) for name in todo]
+            n_tokens = hess.n_tokens
+            del hess  # the jobs hold the Hessians they need; freed as they finish
+            _run_jobs(jobs, finish, executor)
+            if later and sequential:
+                runner.second_pass(i)
+            runner.leave(i)
     finally:
+        runner.close()
         bar.close()
     order = {n: i for i, n in enumerate(layers)}
     records.sort(key=lambda r: order[r.name])
@@ -402,6 +447,158 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 fh.write(result.to_markdown())
         _atomic_write(os.path.join(out, "report.md"), write_md)
     return result
+
+
+def _compute_device(model, device):
+    if device is None:
+        for p in model.parameters():
+            if p.device.type != "meta":
+                return p.device
+        return torch.device("cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {device!r} is not a torch device: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} but torch sees no CUDA GPU on this machine")
+    return device
+
+
+def _layers_by_block(layers, prefix, n_blocks):
+    """{block index: [layer names]}; a layer outside every block is refused."""
+    members = {i: [] for i in range(n_blocks)}
+    for name in layers:
+        if not prefix:
+            members[0].append(name)
+            continue
+        head, _, rest = name[len(prefix) + 1:].partition(".")
+        if not name.startswith(prefix + ".") or not head.isdigit() or int(head) >= n_blocks:
+            raise ValueError(f"layer {name!r} is outside the blocks {prefix}.0 ... "
+                             f"{prefix}.{n_blocks - 1}: select layers inside them (modules=) "
+                             "or pass blocks='model'")
+        members[int(head)].append(name)
+    return members
+
+
+class _Stream:
+    """The cached block inputs and the moves of one block at a time (see prune_model)."""
+
+    def __init__(self, model, calibration, prefix, block_list, forward, compute, weights,
+                 cache_limit, cache_dir):
+        self.model, self.calibration, self.prefix = model, calibration, prefix
+        self.blocks, self.compute, self.weights = block_list, compute, weights
+        self.forward = forward or _default_forward
+        self.limit, self.cache_dir = cache_limit, cache_dir
+        self.inputs = self.next = None
+        self.context = None
+        self.home = None
+
+    def order(self):
+        return range(len(self.blocks))
+
+    def name(self, i):
+        return f"{self.prefix}.{i}" if self.prefix else ""
+
+    def enter(self, i):
+        block = self.blocks[i]
+        if self.weights is not None:
+            self.weights.load(block, self.name(i), self.compute)
+        else:
+            params = [p for p in block.parameters()]
+            self.home = params[0].device if params else self.compute
+            if self.home != self.compute:
+                block.to(self.compute)
+        if self.prefix and i == 0:  # the model up to the first block runs once per batch
+            self.inputs = Activations(len(self.calibration), self.limit, self.cache_dir)
+            self.context = capture_inputs(self.model, block, self.calibration, self.forward,
+                                          self.inputs)
+        return self.name(i)
+
+    def _items(self):
+        if not self.prefix:
+            return self.calibration
+        return [{"attention_mask": c["attention_mask"], "index": b}
+                for b, c in enumerate(self.context)]
+
+    def _run(self, block, item, record):
+        if not self.prefix:
+            return self.forward(block, item)
+        b = item["index"]
+        y = run_block(block, self.inputs[b], self.context[b], self.compute)
+        if record:
+            self.next.append(y)
+        return y
+
+    def first_pass(self, i, todo, dtype, outputs):
+        """Hessians of the layers ``todo`` (and the next inputs when ``outputs``)."""
+        block = self.blocks[i]
+        if outputs:
+            self.next = Activations(len(self.calibration), self.limit, self.cache_dir)
+        if todo:
+            return collect_hessians(block, self._items(), modules=todo,
+                                    forward=lambda blk, item: self._run(blk, item, outputs),
+                                    dtype=dtype, device=self.compute, progress=False)
+        if outputs:
+            self.second_pass(i, fresh=False)
+        return Hessians()
+
+    def second_pass(self, i, fresh=True):
+        """The next inputs from the block as it is now."""
+        if fresh:
+            self.next = Activations(len(self.calibration), self.limit, self.cache_dir)
+        block = self.blocks[i]
+        modes = {m: m.training for m in block.modules()}
+        block.eval()
+        try:
+            with torch.no_grad():
+                for item in self._items():
+                    self._run(block, item, True)
+        finally:
+            for m, training in modes.items():
+                m.train(training)
+
+    def leave(self, i):
+        block = self.blocks[i]
+        if self.weights is not None:
+            self.weights.release(block)
+        elif self.home != self.compute:
+            block.to(self.home)
+        if self.next is not None:
+            self.inputs.close()
+            self.inputs, self.next = self.next, None
+
+    def close(self):
+        for acts in (self.inputs, self.next):
+            if acts is not None:
+                acts.close()
+
+
+def _job(name, module, H, method, pattern, refine_steps, options, mask):
+    W = get_weight(module)
+    return LayerJob(name=name, fn=_prune_layer,
+                    kwargs={"W_t": W, "H_t": H, "method": method, "pattern": pattern,
+                            "refine_steps": refine_steps, "options": options, "mask": mask},
+                    cost=float(W.shape[0]) * W.shape[1] * W.shape[1])
+
+
+def _run_jobs(jobs, on_done, executor):
+    if executor is None:
+        for job in jobs:
+            on_done(job.name, job.fn(**job.kwargs))
+    else:
+        executor.run(jobs, on_done)
+
+
+def _record(name, block, mod, method, n_tokens, res, refine_steps):
+    base = res["base_loss"]
+    rel = (lambda x: x / base if base > 0 else (0.0 if x == 0 else float("inf")))
+    W = get_weight(mod)
+    return LayerRecord(
+        name=name, block=block, shape=tuple(W.shape), method=method, device=str(W.device),
+        n_tokens=int(n_tokens), base_loss=base, loss=float(res["loss"]),
+        rel_loss=rel(float(res["loss"])), loss_gd=float(res["loss_gd"]),
+        rel_loss_gd=rel(float(res["loss_gd"])), time=float(res["time"]),
+        time_gd=float(res["time_gd"]), refine_steps=int(refine_steps), info=res["info"])
 
 
 def _open_run(out, settings, layers, resume):

@@ -16,8 +16,8 @@ TINY = ["--n-calib", "8", "--n-eval", "24", "--refine-steps", "2", "--max-length
 
 def test_prune_eval_export_commands(tmp_path, minilm, capsys):
     out = str(tmp_path / "cmp")
-    assert main(["prune", out, "--method", "magnitude", "--method", "wanda", *TINY]) == 0
-    assert main(["prune", out, "--method", "proxsparse", "--proxsparse-steps", "2", *TINY]) == 0
+    assert main(["prune", "--out", out, "--method", "magnitude", "--method", "wanda", *TINY]) == 0
+    assert main(["prune", "--out", out, "--method", "proxsparse", "--proxsparse-steps", "2", *TINY]) == 0
     assert os.path.exists(os.path.join(out, "proxsparse", "proxsparse.json"))
     for method in ("magnitude", "wanda"):
         rep = json.load(open(os.path.join(out, method, "report.json")))
@@ -33,7 +33,7 @@ def test_prune_eval_export_commands(tmp_path, minilm, capsys):
     assert os.path.getsize(os.path.join(out, "fig4_per_layer.png")) > 1000
     # a rerun with other settings in the same folder is refused
     with pytest.raises(ValueError, match="other settings"):
-        main(["prune", out, "--method", "wanda", "--n-calib", "9", *TINY[2:]])
+        main(["prune", "--out", out, "--method", "wanda", "--n-calib", "9", *TINY[2:]])
 
     packed = str(tmp_path / "wanda24.safetensors")
     assert main(["export", os.path.join(out, "wanda"), "--packed", packed]) == 0

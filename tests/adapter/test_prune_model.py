@@ -171,21 +171,25 @@ def test_bad_input_is_refused_clearly(tmp_path):
     model = _mlp()
     x = [torch.randn(5, 8, dtype=torch.float64)]
     with pytest.raises(ValueError, match="calibration is empty"):
-        prune_model(model, [], method="magnitude", progress=False)
+        prune_model(model, [], method="magnitude", blocks="model", progress=False)
+    with pytest.raises(ValueError, match="no list of repeated blocks.*blocks="):
+        prune_model(model, x, method="magnitude", progress=False)  # an MLP has no block list
     with pytest.raises(ValueError, match="no nn.Linear"):
-        prune_model(model, x, modules="nothing_matches", progress=False)
+        prune_model(model, x, modules="nothing_matches", blocks="model", progress=False)
     with pytest.raises(ValueError, match="not divisible by m = 4"):
-        prune_model(model, x, method="magnitude", progress=False)  # layer 2 has d_in 6
+        # layer 2 has d_in 6
+        prune_model(model, x, method="magnitude", blocks="model", progress=False)
     with pytest.raises(ValueError, match="method"):
-        prune_model(model, x, method="obs", progress=False)
+        prune_model(model, x, method="obs", blocks="model", progress=False)
     with pytest.raises(ValueError, match="refine_steps"):
-        prune_model(model, x, refine_steps=-1, progress=False)
+        prune_model(model, x, refine_steps=-1, blocks="model", progress=False)
     with pytest.raises(TypeError, match="unknown option"):
         prune_model(model, x, method="magnitude", modules=["0"], options={"cuda": True},
-                    progress=False)
+                    blocks="model", progress=False)
     W2 = get_weight(model[2]).clone()
     with pytest.warns(UserWarning, match="left dense"):
-        res = prune_model(model, x, method="magnitude", on_indivisible="skip", progress=False)
+        res = prune_model(model, x, method="magnitude", on_indivisible="skip", blocks="model",
+                          progress=False)
     assert [r.name for r in res.records] == ["0"]
     assert _is_24(get_weight(model[0]))
     torch.testing.assert_close(get_weight(model[2]), W2, rtol=0, atol=0)
@@ -193,7 +197,8 @@ def test_bad_input_is_refused_clearly(tmp_path):
     out = str(tmp_path / "nan")
     bad = [torch.full((3, 8), float("nan"), dtype=torch.float64)]
     with pytest.raises(ValueError, match="(?i)nan|finite"):
-        prune_model(_mlp(), bad, modules=["0"], method="magnitude", out=out, progress=False)
+        prune_model(_mlp(), bad, modules=["0"], method="magnitude", out=out, blocks="model",
+                    progress=False)
     assert not os.path.exists(out)
 
 

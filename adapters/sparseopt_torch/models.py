@@ -1,0 +1,176 @@
+"""Hugging Face models from a local folder, in memory or with their weights left on disk.
+
+:func:`load_model` reads a folder the way a user has it (``config.json``, safetensors
+weights, tokenizer files) through the transformers Auto classes: decoder LMs (Llama, Qwen,
+Mistral, OPT, GPT-2, Phi, ...) as ``AutoModelForCausalLM``, everything else (BERT / MiniLM
+encoders) as ``AutoModel``.
+
+With ``offload=True`` the model is built on the meta device (accelerate's
+``init_empty_weights``): only the modules outside the repeated blocks (embeddings, final
+norm) are read, and the pruning engine reads one block at a time from the memory-mapped
+safetensors files (:class:`CheckpointWeights`) and drops it after pruning. A model larger
+than RAM can then be pruned; the pruned weights live in the run folder and
+``sparseopt export`` writes the pruned checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from .blocks import find_blocks
+
+__all__ = ["load_model", "CheckpointWeights", "is_causal_lm"]
+
+
+def _config(folder):
+    if not os.path.isdir(folder):
+        raise ValueError(f"model folder {folder!r} does not exist")
+    if not os.path.exists(os.path.join(folder, "config.json")):
+        raise ValueError(f"model folder {folder!r} has no config.json: not a Hugging Face "
+                         "model folder (save one with model.save_pretrained(folder))")
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(folder)
+
+
+def is_causal_lm(config) -> bool:
+    """True for decoder language models (``*ForCausalLM`` in ``config.architectures``)."""
+    names = getattr(config, "architectures", None) or ()
+    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in names)
+
+
+class CheckpointWeights:
+    """The tensors of a folder's safetensors files, read on demand (memory-mapped).
+
+    Parameters
+    ----------
+    folder : str
+        Holds ``model.safetensors`` or shards listed in ``model.safetensors.index.json``.
+    """
+
+    def __init__(self, folder):
+        from safetensors import safe_open
+
+        index = os.path.join(folder, "model.safetensors.index.json")
+        if os.path.exists(index):
+            with open(index) as fh:
+                files = json.load(fh)["weight_map"]
+            self.file_of = {k: os.path.join(folder, f) for k, f in files.items()}
+        else:
+            names = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+            if not names:
+                raise ValueError(f"model folder {folder!r} holds no .safetensors weights")
+            self.file_of = {}
+            for name in names:
+                with safe_open(os.path.join(folder, name), "pt") as fh:
+                    for key in fh.keys():
+                        self.file_of[key] = os.path.join(folder, name)
+        self.folder = folder
+        self._open = {}
+
+    def __contains__(self, key):
+        return key in self.file_of
+
+    def get(self, key) -> torch.Tensor:
+        """The tensor ``key`` as stored (a copy in memory, not a view of the file)."""
+        from safetensors import safe_open
+
+        path = self.file_of.get(key)
+        if path is None:
+            raise ValueError(f"the checkpoint in {self.folder!r} has no tensor {key!r}")
+        if path not in self._open:
+            self._open[path] = safe_open(path, "pt")
+        return self._open[path].get_tensor(key)
+
+    def load(self, module, prefix, device="cpu") -> None:
+        """Read every parameter and persistent buffer of ``module`` (named ``prefix`` in
+        the model) from the checkpoint onto ``device``."""
+        from accelerate.utils import set_module_tensor_to_device
+
+        names = [n for n, _ in module.named_parameters()] + \
+            [n for n, _ in module.named_buffers() if _is_persistent(module, n)]
+        for name in names:
+            key = f"{prefix}.{name}" if prefix else name
+            set_module_tensor_to_device(module, name, device, value=self.get(key))
+
+    @staticmethod
+    def release(module) -> None:
+        """Drop ``module``'s parameters (back to the meta device): memory is freed."""
+        module.to("meta")
+
+
+def _is_persistent(module, name) -> bool:
+    owner_name, _, leaf = name.rpartition(".")
+    owner = module.get_submodule(owner_name) if owner_name else module
+    return leaf not in owner._non_persistent_buffers_set
+
+
+def load_model(folder, *, offload=False, dtype=None, blocks=None):
+    """A model and its tokenizer from a local Hugging Face folder.
+
+    Parameters
+    ----------
+    folder : str
+        ``config.json``, safetensors weights and tokenizer files (as ``save_pretrained``
+        writes them).
+    offload : bool, default False
+        False: the whole model in memory (CPU). True: the repeated blocks stay on the meta
+        device and are read from disk one at a time by the pruning engine (pass the returned
+        ``weights`` to :func:`~sparseopt_torch.prune.prune_model`).
+    dtype : torch.dtype, optional
+        Load in this dtype; default the checkpoint's.
+    blocks : str, optional
+        Override of the block list (see :func:`~sparseopt_torch.blocks.find_blocks`), used
+        with ``offload`` to know what to leave on disk.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+        In eval mode.
+    tokenizer : transformers tokenizer
+    weights : CheckpointWeights or None
+        The on-disk weights (``offload=True``), else None.
+
+    Raises
+    ------
+    ValueError
+        A folder without config.json, weights or a tokenizer.
+    """
+    config = _config(folder)
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError, TypeError) as err:
+        raise ValueError(f"model folder {folder!r} has no usable tokenizer ({err}); save one "
+                         "with tokenizer.save_pretrained(folder)") from None
+    cls = AutoModelForCausalLM if is_causal_lm(config) else AutoModel
+    weights = CheckpointWeights(folder)  # also refuses a folder without weights
+    if dtype is None:
+        dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+    if not offload:
+        model = cls.from_pretrained(folder, dtype=dtype)
+        return model.eval(), tokenizer, None
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():
+        model = cls.from_config(config, dtype=dtype)
+    prefix, _ = find_blocks(model, blocks)
+    inside = prefix + "."
+    tied = getattr(config, "tie_word_embeddings", False)
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if name.startswith(inside) or tensor.device.type != "meta":
+            continue
+        if name not in weights:
+            if tied and name.endswith("lm_head.weight"):
+                continue  # tied to the input embedding; the engine never runs the head
+            raise ValueError(f"the checkpoint in {folder!r} has no tensor {name!r}")
+        from accelerate.utils import set_module_tensor_to_device
+
+        set_module_tensor_to_device(model, name, "cpu", value=weights.get(name))
+    return model.eval(), tokenizer, weights

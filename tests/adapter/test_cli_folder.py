@@ -1,0 +1,147 @@
+"""A user's own model folder through the CLI: prune (both modes), eval, export, reload,
+resume after SIGKILL, bad input (issue 10)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from _models import ARCHITECTURES, save_tiny_model
+from sparseopt.cli import main
+from sparseopt.patterns import NM
+from sparseopt_torch.layers import find_layers, get_weight
+
+
+def _text(path, n=400, seed=0):
+    """A plain-text calibration file, one document per line (docstring sentences)."""
+    from sparseopt_torch.data import docstring_sentences
+
+    docs = docstring_sentences()[seed:seed + n]
+    path.write_text("\n".join(docs) + "\n")
+    return str(path)
+
+
+def _auto(folder):
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    from sparseopt_torch.models import is_causal_lm
+    from transformers import AutoConfig
+
+    cls = AutoModelForCausalLM if is_causal_lm(AutoConfig.from_pretrained(folder)) else AutoModel
+    return cls.from_pretrained(folder).eval()
+
+
+TINY = ["--n-calib", "4", "--seq-len", "16", "--batch-size", "2"]
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_architecture_prunes_exports_and_reloads_as_24(tmp_path, arch):
+    folder = save_tiny_model(arch, str(tmp_path / arch))
+    calib = _text(tmp_path / "calib.txt")
+    out = str(tmp_path / "run")
+    assert main(["prune", "--model", folder, "--out", out, "--method", "wanda",
+                 "--calibration", calib, "--refine-steps", "2", *TINY]) == 0
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["export", os.path.join(out, "wanda"), "--dense", ckpt]) == 0
+    model = _auto(ckpt)
+    settings = json.load(open(os.path.join(out, "wanda", "run.json")))
+    layers = find_layers(model, settings["layers"])
+    assert len(layers) >= 4
+    for name, mod in layers.items():
+        assert NM(2, 4).satisfied(get_weight(mod).float().numpy()), name
+    cfg = json.load(open(os.path.join(ckpt, "config.json")))
+    assert cfg["sparsity"]["pattern"] == "2:4" and cfg["sparsity"]["method"] == "wanda"
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_llama_folder_both_modes_and_eval(tmp_path, sequential, capsys):
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
+    calib = _text(tmp_path / "calib.txt")
+    out = str(tmp_path / "run")
+    mode = ["--sequential"] if sequential else []
+    assert main(["prune", "--model", folder, "--out", out, "--method", "magnitude",
+                 "--method", "sparsegpt", "--calibration", calib, *mode, *TINY]) == 0
+    assert main(["eval", out]) == 0
+    rows = json.load(open(os.path.join(out, "comparison.json")))["rows"]
+    assert [r["run"] for r in rows] == ["dense", "magnitude", "sparsegpt"]
+    assert rows[0]["kl"] == 0.0 and all(r["kl"] > 0 for r in rows[1:])
+    assert all(r["perplexity"] > 1 for r in rows)
+    # a rerun with other data in the same folder is refused, naming what differs
+    with pytest.raises(ValueError, match="n_calib was 4, now 5"):
+        main(["prune", "--model", folder, "--out", out, "--method", "magnitude",
+              "--calibration", calib, "--n-calib", "5", *TINY[2:], *mode])
+
+
+def test_bad_input_is_refused_clearly(tmp_path):
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=1)
+    out = str(tmp_path / "run")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    short = tmp_path / "short.txt"
+    short.write_text("a few words only\nand a few more\n")
+    base = ["prune", "--model", folder, "--out", out, "--method", "wanda"]
+    with pytest.raises(ValueError, match="holds no text"):
+        main([*base, "--calibration", str(empty), *TINY])
+    with pytest.raises(ValueError, match="fewer than seq_len"):
+        main([*base, "--calibration", str(short), *TINY])
+    with pytest.raises(ValueError, match="no config.json"):
+        main(["prune", "--model", str(tmp_path), "--out", out, "--method", "wanda", *TINY])
+    with pytest.raises(SystemExit, match="N:M"):
+        main([*base, "--pattern", "2-4", *TINY])
+    with pytest.raises(SystemExit, match="give --method"):
+        main(["prune", "--model", folder, "--out", out, *TINY])
+    with pytest.raises(ValueError, match="not divisible by m = 3"):
+        main([*base, "--pattern", "2:3", *TINY])
+    with pytest.raises(ValueError, match="blocks='nope'"):
+        main([*base, "--blocks", "nope", *TINY])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            main([*base, "--device", "cuda", *TINY])
+    # nothing half-written by the refused runs
+    assert not os.path.exists(os.path.join(out, "wanda"))
+
+
+def _cli(*args):
+    return [sys.executable, "-m", "sparseopt.cli", *args]
+
+
+def test_a_run_killed_mid_layer_resumes_bit_identical(tmp_path):
+    """SIGKILL while a layer is being pruned (prox with many iterations, so each layer takes
+    a while): the rerun keeps the finished layers, redoes the rest, and every saved weight
+    equals an uninterrupted run's bit for bit."""
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=1)
+    calib = _text(tmp_path / "calib.txt")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = ["--model", folder, "--method", "prox", "--calibration", calib, *TINY]
+    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
+    subprocess.run(_cli("prune", "--out", full, *args), check=True, env=env,
+                   capture_output=True)
+    proc = subprocess.Popen(_cli("prune", "--out", cut, *args), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    layers = os.path.join(cut, "prox", "layers")
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.isdir(layers) and any(f.endswith(".json") for f in os.listdir(layers)):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_done = sum(f.endswith(".json") for f in os.listdir(layers))
+    total = len(json.load(open(os.path.join(full, "prox", "run.json")))["layers"])
+    assert 1 <= n_done < total, (n_done, total)
+    subprocess.run(_cli("prune", "--out", cut, *args), check=True, env=env,
+                   capture_output=True)
+    from safetensors.torch import load_file
+
+    names = sorted(f for f in os.listdir(os.path.join(full, "prox", "layers"))
+                   if f.endswith(".safetensors"))
+    assert names == sorted(f for f in os.listdir(layers) if f.endswith(".safetensors"))
+    for f in names:
+        a = load_file(os.path.join(full, "prox", "layers", f))
+        b = load_file(os.path.join(layers, f))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f
