@@ -46,7 +46,8 @@ from torch import nn
 from .layers import find_layers, get_weight
 
 __all__ = ["PACKED_FORMAT", "PACKED_VERSION", "pack_24", "unpack_24", "packed_ratio",
-           "save_dense", "save_packed", "load_packed", "to_semi_structured"]
+           "save_dense", "save_packed", "load_packed", "to_semi_structured",
+           "export_checkpoint"]
 
 #: Name of the packed 2:4 format in the safetensors metadata, and its version.
 PACKED_FORMAT = "sparseopt-packed-2:4"
@@ -517,3 +518,448 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
     for name, Ws in converted.items():
         layers[name].weight = nn.Parameter(Ws, requires_grad=False)
     return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face checkpoint of a pruned run
+
+#: Weight files of a model folder that :func:`export_checkpoint` does not copy verbatim
+#: (safetensors shards are rewritten; other formats would hold the dense weights).
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack",
+                    ".gguf")
+_SAFE_INDEX = "model.safetensors.index.json"
+#: Folders of a downloaded model that describe the dense files (hub cache, git).
+_SKIPPED_DIRS = (".cache", ".git")
+
+
+def _is_weight_file(fname: str) -> bool:
+    if fname == _SAFE_INDEX:
+        return False  # copied (it maps keys to shards, which keep their names)
+    if fname.endswith(".index.json"):
+        fname = fname[: -len(".index.json")]  # pytorch_model.bin.index.json, ...
+    if fname.endswith(".bin"):
+        return fname.startswith("pytorch_model")  # not e.g. training_args.bin
+    return fname.endswith(_WEIGHT_SUFFIXES)
+
+
+def _read_run(run) -> dict:
+    """run.json of a finished run folder, checked."""
+    from .prune import _SETTINGS_FILE, _layer_path
+
+    run = os.fspath(run)
+    path = os.path.join(run, _SETTINGS_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"run={run!r} has no {_SETTINGS_FILE}: not a run folder of "
+                         "prune_model(..., out=run) (or no layer of it finished yet)")
+    try:
+        with open(path) as fh:
+            settings = json.load(fh)
+        layers = list(settings["layers"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"run={run!r}: unreadable {_SETTINGS_FILE} ({exc})") from None
+    missing = [n for n in layers if not os.path.isfile(_layer_path(run, n) + ".json")]
+    if missing:
+        raise ValueError(f"run={run!r} is not finished: {len(missing)} of {len(layers)} layers "
+                         f"have no result yet (e.g. {missing[:3]}); resume it with "
+                         "prune_model(..., out=run) before exporting")
+    return settings
+
+
+def _dense_files(dense_dir) -> tuple[list, dict]:
+    """(safetensors file names, {key: file name}) of a model folder, checked."""
+    from safetensors import SafetensorError, safe_open
+
+    if not os.path.isdir(dense_dir):
+        raise ValueError(f"dense_dir={dense_dir!r} is not a folder")
+    if not os.path.isfile(os.path.join(dense_dir, "config.json")):
+        raise ValueError(f"dense_dir={dense_dir!r} has no config.json: not a Hugging Face model "
+                         "folder (write one with model.save_pretrained(folder))")
+    files = sorted(f for f in os.listdir(dense_dir) if f.endswith(".safetensors")
+                   and os.path.isfile(os.path.join(dense_dir, f)))
+    if not files:
+        raise ValueError(f"dense_dir={dense_dir!r} holds no .safetensors weights (found "
+                         f"{sorted(os.listdir(dense_dir))[:8]}); re-save the model with "
+                         "model.save_pretrained(folder), which writes safetensors")
+    index = os.path.join(dense_dir, _SAFE_INDEX)
+    if os.path.isfile(index):
+        try:
+            with open(index) as fh:
+                weight_map = dict(json.load(fh)["weight_map"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"dense_dir={dense_dir!r}: unreadable {_SAFE_INDEX} ({exc})") \
+                from None
+        absent = sorted(set(weight_map.values()) - set(files))
+        if absent:
+            raise ValueError(f"dense_dir={dense_dir!r}: {_SAFE_INDEX} names missing shards "
+                             f"{absent[:3]}")
+        return files, weight_map
+    file_of = {}
+    for fname in files:
+        try:
+            with safe_open(os.path.join(dense_dir, fname), "pt") as fh:
+                for key in fh.keys():
+                    file_of.setdefault(key, fname)
+        except SafetensorError as exc:
+            raise ValueError(f"dense_dir={dense_dir!r}: {fname} is not a readable safetensors "
+                             f"file ({exc})") from None
+    return files, file_of
+
+
+def _checkpoint_key(name: str, keys, tied: bool) -> str:
+    """The checkpoint key of layer ``name``'s weight.
+
+    Normally ``<name>.weight``. A checkpoint saved from another head class differs by the
+    base-model prefix (``bert.encoder...`` read by ``AutoModel`` as ``encoder...``,
+    ``layers.0...`` read by ``AutoModelForCausalLM`` as ``model.layers.0...``), so a unique
+    key that ends with the other at a dot boundary is accepted.
+    """
+    key = f"{name}.weight"
+    if key in keys:
+        return key
+    found = [k for k in keys if k.endswith("." + key) or key.endswith("." + k)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ValueError(f"pruned layer {name!r}: its weight {key!r} matches several "
+                         f"checkpoint keys {sorted(found)[:4]}; cannot tell which one")
+    hint = ""
+    if tied and name.split(".")[-1] in ("lm_head", "embed_out"):
+        hint = " (the model ties its output head to the input embedding, which is not stored)"
+    raise ValueError(f"pruned layer {name!r}: its weight {key!r} is not in the checkpoint"
+                     f"{hint}; checkpoint keys are e.g. {sorted(keys)[:5]}. transformers may "
+                     "rename or fuse weights of this architecture when loading, which export "
+                     "does not support")
+
+
+def _parse_pattern(pattern):
+    """(n, m) of an "n:m" pattern string, or None for other patterns (top-k)."""
+    try:
+        n, m = (int(x) for x in str(pattern).split(":"))
+    except ValueError:
+        return None
+    return n, m
+
+
+def _check_pattern(W, nm, name):
+    """W is the (d_out, d_in) weight as stored: finite and N:M along d_in."""
+    if not torch.isfinite(W).all():
+        raise ValueError(f"pruned layer {name!r} has non-finite entries in {W.dtype} (values "
+                         "out of the checkpoint dtype's range?)")
+    if nm is None:
+        return
+    n, m = nm
+    if W.shape[1] % m:
+        raise ValueError(f"pruned layer {name!r}: d_in = {W.shape[1]} is not divisible by {m}")
+    count = (W.reshape(W.shape[0], -1, m) != 0).sum(-1)
+    if bool((count > n).any()):
+        raise ValueError(f"pruned layer {name!r} is not {n}:{m} in {W.dtype}: "
+                         f"{int((count > n).sum())} group(s) have more than {n} nonzeros")
+
+
+def _strip_front_matter(text: str) -> tuple[str, str]:
+    """(YAML front matter with its --- lines, rest) of a model card."""
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end >= 0:
+            stop = text.find("\n", end + 4)
+            stop = len(text) if stop < 0 else stop + 1
+            return text[:stop], text[stop:]
+    return "", text
+
+
+def _model_card(dense_dir, config, sparsity, stats, original, conv1d) -> str:
+    """README.md of the exported folder: front matter of the original card (license, tags),
+    what was pruned and how, how to load it, then the original card."""
+    front, body = _strip_front_matter(original or "")
+    base = config.get("_name_or_path") or os.path.basename(os.path.abspath(dense_dir))
+    archs = ", ".join(config.get("architectures") or [config.get("model_type", "?")])
+    causal = any(a.endswith(("ForCausalLM", "LMHeadModel"))
+                 for a in config.get("architectures") or ())
+    auto = "AutoModelForCausalLM" if causal else "AutoModel"
+    frac = stats["zero"] / max(stats["total"], 1)
+    frac_pruned = stats["zero_pruned"] / max(stats["pruned"], 1)
+    lines = [
+        front.rstrip("\n"),
+        f"# {base} pruned {sparsity['pattern']} with sparseopt",
+        "",
+        f"This is `{base}` ({archs}) with {len(sparsity['pruned_layers'])} linear layers "
+        f"pruned to the **{sparsity['pattern']}** pattern (along each weight row, the input "
+        f"dimension) by sparseopt's `{sparsity['method']}` method"
+        + (f" with {sparsity['refine_steps']} masked gradient steps"
+           if sparsity["refine_steps"] else "")
+        + (" (weights before those steps)" if sparsity["variant"] == "nogd" else "") + ".",
+        "",
+        "| | parameters | zeros |",
+        "|---|---:|---:|",
+        f"| pruned layers | {stats['pruned']:,} | {stats['zero_pruned']:,} "
+        f"({100 * frac_pruned:.1f}%) |",
+        f"| whole checkpoint | {stats['total']:,} | {stats['zero']:,} ({100 * frac:.1f}%) |",
+        "",
+        "Every other tensor (embeddings, norms, biases, ...) is the original's. The weights "
+        "are stored dense (the zeros as zeros), so every tool loads this folder and it takes "
+        "the space of the original; `config.json` records the settings under "
+        "`\"sparsity\"` (`pruned_layers` names them).",
+        "",
+        "```python",
+        f"from transformers import {auto}, AutoTokenizer",
+        "",
+        f'model = {auto}.from_pretrained("path/to/this/folder")',
+        'tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")',
+        "```",
+        "",
+    ]
+    if sparsity["pattern"] == "2:4" and not conv1d:
+        lines += ["", "On a GPU, `sparseopt_torch.export.to_semi_structured(model.half().cuda())` "
+                  "runs the 2:4 layers with PyTorch's semi-structured sparse kernels."]
+    if body.strip():
+        lines += ["", "## Original model card", "", body.strip()]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+@torch.no_grad()
+def export_checkpoint(run, dense_dir, out_dir, *, variant: str = "gd",
+                      check_dense: bool = True) -> str:
+    """Write a pruned run as a Hugging Face model folder that ``from_pretrained`` loads.
+
+    Parameters
+    ----------
+    run : str or os.PathLike
+        A finished run folder of :func:`~sparseopt_torch.prune.prune_model` (``out=``):
+        ``run.json`` and, per pruned layer, ``layers/<name>.safetensors`` / ``.json``.
+    dense_dir : str or os.PathLike
+        The model folder the run pruned (the one loaded with the transformers Auto class):
+        ``config.json``, safetensors weights (one file, or shards listed in
+        ``model.safetensors.index.json``), tokenizer and other files. Not modified.
+    out_dir : str or os.PathLike
+        The new folder; must not exist or be empty, nor lie inside ``dense_dir``.
+    variant : {"gd", "nogd"}, keyword-only
+        The run's final weights ("gd"), or those before the masked gradient steps ("nogd",
+        the same as "gd" for a run with ``refine_steps=0``).
+    check_dense : bool, keyword-only
+        Compare ``dense_dir``'s weights of the pruned layers with the fingerprint the run
+        took of the model it pruned, and warn if they differ (default True; it reads those
+        weights once more).
+
+    Returns
+    -------
+    str
+        ``out_dir``. It holds every file of ``dense_dir`` except weight files (tokenizer,
+        generation config, index, ...), each safetensors shard rewritten with the pruned
+        weights, ``config.json`` with a ``"sparsity"`` entry (pattern, method,
+        refine_steps, variant, pruned_layers, tool) and a model card ``README.md``.
+
+    Raises
+    ------
+    ValueError
+        If ``variant`` is unknown, the run is not finished, ``dense_dir`` has no
+        config.json or safetensors weights, a pruned layer's weight is not in the checkpoint
+        or has another shape, a pruned weight is not N:M or not finite once cast to the
+        checkpoint's dtype, or ``out_dir`` exists and is not empty.
+
+    Warns
+    -----
+    UserWarning
+        With ``check_dense``, when ``dense_dir`` is not the model the run pruned (same
+        shapes, other weights: e.g. another fine-tune of the same base model).
+
+    Notes
+    -----
+    Memory: one shard at a time (plus one pruned layer). Each shard keeps its tensors, their
+    order, dtypes and the file's metadata; only ``<name>.weight`` of the pruned layers
+    changes (cast to the stored dtype, transposed back for GPT-2's ``Conv1D``), every other
+    tensor is copied bit for bit. Everything is written to a temporary sibling of
+    ``out_dir`` that is renamed at the end, so a failure leaves no ``out_dir`` behind.
+
+    A layer's checkpoint key is ``<layer name>.weight`` (the names of the model object the
+    run pruned); a key that differs only by the base-model prefix (``bert.``, ``model.``) is
+    found too. transformers 5 renames no linear weight of Llama, Qwen2/3, Mistral, OPT,
+    GPT-2, Phi or BERT when loading; a model whose loading fuses or splits weights (e.g.
+    fused qkv checkpoints) is refused with a ValueError naming the layer.
+    """
+    import shutil
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from .prune import _load_layer
+
+    if variant not in ("gd", "nogd"):
+        raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
+    run, dense_dir, out_dir = os.fspath(run), os.fspath(dense_dir), os.fspath(out_dir)
+    settings = _read_run(run)
+    files, file_of = _dense_files(dense_dir)
+    out_abs, dense_abs = os.path.abspath(out_dir), os.path.abspath(dense_dir)
+    if out_abs == dense_abs or out_abs.startswith(dense_abs + os.sep):
+        raise ValueError(f"out_dir={out_dir!r} lies inside dense_dir={dense_dir!r}; choose a "
+                         "folder outside it")
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise ValueError(f"out_dir={out_dir!r} exists and is not empty; choose a new folder")
+    with open(os.path.join(dense_dir, "config.json")) as fh:
+        config = json.load(fh)
+
+    layers = list(settings["layers"])
+    conv1d = set(settings.get("conv1d_layers", []))
+    nm = _parse_pattern(settings.get("pattern"))
+    tied = bool(config.get("tie_word_embeddings", False))
+    key_of = {name: _checkpoint_key(name, file_of, tied) for name in layers}
+    _check_shapes(run, dense_dir, layers, key_of, file_of, conv1d)
+    if check_dense and _dense_differs(run, dense_dir, settings, layers, key_of, file_of,
+                                      conv1d):
+        import warnings
+
+        warnings.warn(f"dense_dir={dense_dir!r} is not the model the run {run!r} pruned: its "
+                      "weights of the pruned layers differ from those the run started from "
+                      "(run.json dense_weights_sha256). The export combines the run's pruned "
+                      "layers with dense_dir's other weights; check the folders",
+                      UserWarning, stacklevel=2)
+    by_file = {}
+    for name, key in key_of.items():
+        by_file.setdefault(file_of[key], []).append(name)
+
+    parent = os.path.dirname(out_abs)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_abs)}.tmp-", dir=parent)
+    stats = {"pruned": 0, "zero_pruned": 0, "total": 0, "zero": 0}
+    try:
+        # 1. every non-weight file and sub-folder, as it is
+        for fname in sorted(os.listdir(dense_dir)):
+            src, dst = os.path.join(dense_dir, fname), os.path.join(tmp, fname)
+            if fname in _SKIPPED_DIRS or fname in ("config.json", "README.md"):
+                continue
+            if os.path.isdir(src):
+                shutil.copytree(src, dst)
+            elif not _is_weight_file(fname):
+                shutil.copy2(src, dst)
+        # 2. the shards, one at a time (the dense tensors are memory-mapped by safe_open)
+        for fname in files:
+            names = {key_of[n]: n for n in by_file.get(fname, [])}
+            tensors = {}
+            with safe_open(os.path.join(dense_dir, fname), "pt") as fh:
+                metadata = fh.metadata()
+                for key in fh.keys():
+                    t = fh.get_tensor(key)
+                    if key in names:
+                        t = _pruned_tensor(run, names[key], t, variant, key,
+                                           names[key] in conv1d, nm, _load_layer)
+                        stats["pruned"] += t.numel()
+                        stats["zero_pruned"] += int((t == 0).sum())
+                    if t.is_floating_point():
+                        stats["zero"] += int((t == 0).sum())
+                    stats["total"] += t.numel()
+                    tensors[key] = t
+            save_file(tensors, os.path.join(tmp, fname), metadata=metadata)
+            del tensors
+        # 3. config.json with the sparsity entry, and the model card
+        sparsity = {"pattern": settings.get("pattern"), "method": settings.get("method"),
+                    "refine_steps": int(settings.get("refine_steps", 0)), "variant": variant,
+                    "pruned_layers": layers, "tool": "sparseopt"}
+        config["sparsity"] = sparsity
+        with open(os.path.join(tmp, "config.json"), "w") as fh:
+            json.dump(config, fh, indent=2)
+            fh.write("\n")
+        readme = os.path.join(dense_dir, "README.md")
+        original = None
+        if os.path.isfile(readme):
+            with open(readme, encoding="utf-8", errors="replace") as fh:
+                original = fh.read()
+        with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as fh:
+            fh.write(_model_card(dense_dir, config, sparsity, stats, original,
+                                 bool(conv1d)))
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)  # empty (checked above); os.replace needs the name free
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _check_shapes(run, dense_dir, layers, key_of, file_of, conv1d):
+    """Compare every pruned weight's shape with the checkpoint's from the file headers, so
+    a wrong dense_dir fails before any shard is written."""
+    from safetensors import safe_open
+
+    from .prune import _layer_path
+
+    opened = {}
+    try:
+        for name in layers:
+            fname = file_of[key_of[name]]
+            if fname not in opened:
+                opened[fname] = safe_open(os.path.join(dense_dir, fname), "pt")
+            if key_of[name] not in opened[fname].keys():
+                raise ValueError(f"dense_dir={dense_dir!r}: {_SAFE_INDEX} places "
+                                 f"{key_of[name]!r} (pruned layer {name!r}) in {fname}, which "
+                                 "does not hold it")
+            stored = tuple(opened[fname].get_slice(key_of[name]).get_shape())
+            with safe_open(_layer_path(run, name) + ".safetensors", "pt") as fh:
+                shape = tuple(fh.get_slice("W").get_shape())
+            expected = shape[::-1] if name in conv1d else shape
+            if stored != expected:
+                raise ValueError(_shape_error(name, shape, key_of[name], stored,
+                                              name in conv1d))
+    finally:
+        opened.clear()  # closes the files
+
+
+_SAFE_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+                "BF16": torch.bfloat16}
+
+
+def _dense_differs(run, dense_dir, settings, layers, key_of, file_of, conv1d) -> bool:
+    """Whether dense_dir's weights of the pruned layers differ from those the run pruned.
+
+    prune_model stores the SHA-256 of the dense (d_out, d_in) weights, layer by layer in
+    order, as ``dense_weights_sha256``: in the model's dtype (the run's W), or in the
+    checkpoint's for a model whose blocks were read from disk; both are tried. One tensor
+    at a time, memory-mapped. False when the run has no fingerprint.
+    """
+    import hashlib
+
+    from safetensors import safe_open
+
+    from .prune import _layer_path
+
+    want = settings.get("dense_weights_sha256")
+    if not want:
+        return False
+    as_run, as_stored = hashlib.sha256(), hashlib.sha256()
+    opened = {}
+    try:
+        for name in layers:
+            with safe_open(_layer_path(run, name) + ".safetensors", "pt") as fh:
+                dtype = _SAFE_DTYPES.get(fh.get_slice("W").get_dtype())
+            fname = file_of[key_of[name]]
+            if fname not in opened:
+                opened[fname] = safe_open(os.path.join(dense_dir, fname), "pt")
+            W = opened[fname].get_tensor(key_of[name])
+            W = W.T if name in conv1d else W
+            for h, t in ((as_run, W if dtype is None else W.to(dtype)), (as_stored, W)):
+                h.update(name.encode())
+                h.update(t.contiguous().view(torch.uint8).numpy().tobytes())
+            del W
+    finally:
+        opened.clear()
+    return want not in (as_run.hexdigest(), as_stored.hexdigest())
+
+
+def _shape_error(name, shape, key, stored, is_conv1d) -> str:
+    return (f"pruned layer {name!r}: the run's weight is {tuple(shape)} (d_out, d_in)"
+            f"{' (Conv1D, stored transposed)' if is_conv1d else ''} but the checkpoint's "
+            f"{key!r} is {tuple(stored)}: dense_dir is not the model the run pruned")
+
+
+def _pruned_tensor(run, name, dense, variant, key, is_conv1d, nm, load_layer):
+    """The checkpoint tensor of pruned layer ``name``: the run's (d_out, d_in) weight in the
+    dense tensor's dtype and layout, checked."""
+    got = load_layer(run, name)
+    if got is None:  # the run was checked; a layer vanishing meanwhile is still an error
+        raise ValueError(f"run={run!r}: layer {name!r} has no result")
+    _, saved = got
+    W = saved["W_nogd"] if variant == "nogd" and "W_nogd" in saved else saved["W"]
+    expected = tuple(W.shape[::-1]) if is_conv1d else tuple(W.shape)
+    if tuple(dense.shape) != expected:
+        raise ValueError(_shape_error(name, W.shape, key, dense.shape, is_conv1d))
+    W = W.to(dense.dtype)
+    _check_pattern(W, nm, name)
+    return (W.T if is_conv1d else W).contiguous()

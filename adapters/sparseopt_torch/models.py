@@ -69,21 +69,32 @@ class CheckpointWeights:
                     for key in fh.keys():
                         self.file_of[key] = os.path.join(folder, name)
         self.folder = folder
-        self._open = {}
 
     def __contains__(self, key):
         return key in self.file_of
 
-    def get(self, key) -> torch.Tensor:
-        """The tensor ``key`` as stored (a copy in memory, not a view of the file)."""
+    def _read(self, keys):
+        """{key: tensor} read file by file. Each file is opened (memory-mapped) only for the
+        read and closed after it, so its pages do not stay mapped into this process: the
+        resident memory stays that of the tensors read, not of the whole checkpoint."""
         from safetensors import safe_open
 
-        path = self.file_of.get(key)
-        if path is None:
-            raise ValueError(f"the checkpoint in {self.folder!r} has no tensor {key!r}")
-        if path not in self._open:
-            self._open[path] = safe_open(path, "pt")
-        return self._open[path].get_tensor(key)
+        missing = [k for k in keys if k not in self.file_of]
+        if missing:
+            raise ValueError(f"the checkpoint in {self.folder!r} has no tensor(s) {missing}")
+        by_file = {}
+        for key in keys:
+            by_file.setdefault(self.file_of[key], []).append(key)
+        out = {}
+        for path, names in by_file.items():
+            with safe_open(path, "pt") as fh:
+                for key in names:
+                    out[key] = fh.get_tensor(key)
+        return out
+
+    def get(self, key) -> torch.Tensor:
+        """The tensor ``key`` as stored (a copy in memory, not a view of the file)."""
+        return self._read([key])[key]
 
     def load(self, module, prefix, device="cpu") -> None:
         """Read every parameter and persistent buffer of ``module`` (named ``prefix`` in
@@ -92,9 +103,10 @@ class CheckpointWeights:
 
         names = [n for n, _ in module.named_parameters()] + \
             [n for n, _ in module.named_buffers() if _is_persistent(module, n)]
+        key = {name: f"{prefix}.{name}" if prefix else name for name in names}
+        tensors = self._read(list(key.values()))
         for name in names:
-            key = f"{prefix}.{name}" if prefix else name
-            set_module_tensor_to_device(module, name, device, value=self.get(key))
+            set_module_tensor_to_device(module, name, device, value=tensors.pop(key[name]))
 
     @staticmethod
     def release(module) -> None:
