@@ -348,3 +348,20 @@ def test_psd_tolerance_scales_with_the_precision_of_H():
     with pytest.raises(ValueError, match="not positive semidefinite"):
         check_psd(H64)
     check_psd(H64, dtype=np.float32)  # the same matrix formed in float32 would pass
+
+
+@pytest.mark.parametrize("method", sorted(sparseopt.layer.methods()))
+def test_a_float64_symmetric_hessian_is_used_without_copy_and_never_written(method):
+    """check_hessian hands a float64 symmetric H to the methods as is (an LLM Hessian is
+    too large to copy); then no method, nor +GD, may write into it."""
+    from sparseopt.layer.loss import check_hessian
+
+    rng = np.random.default_rng(10)
+    W_star, H, _ = random_layer(rng, 3, 8, corr=1.0)
+    H = np.ascontiguousarray(0.5 * (H + H.T), dtype=np.float64)
+    assert check_hessian(H) is H
+    H0 = H.copy()
+    prune(W_star, H, method=method, refine_steps=5)
+    np.testing.assert_array_equal(H, H0)
+    asym = H + 1e-3 * np.triu(np.ones_like(H), 1)
+    assert check_hessian(asym) is not asym  # not symmetric: its symmetric part, a copy

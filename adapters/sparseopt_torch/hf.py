@@ -106,8 +106,8 @@ def prune_folder(model_dir, out, methods, *, pattern=NM(2, 4), calibration=None,
     _check_experiment(out, experiment)
     results = {}
     for i, method in enumerate(methods):
-        if i > 0 and not offload:  # the previous run pruned the model in memory
-            model, _, weights = load_model(model_dir, blocks=blocks)
+        if i > 0:  # the previous run pruned the model in memory or dropped its embeddings
+            model, _, weights = load_model(model_dir, offload=offload, blocks=blocks)
         if progress:
             print(f"[prune] {method}", flush=True)
         base, extra = VARIANTS.get(method, (method, {}))

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 __all__ = ["DEFAULT_EXCLUDE", "is_prunable", "find_layers", "get_weight", "set_weight",
-           "block_of", "to_numpy"]
+           "to_numpy"]
 
 #: Heads that are not part of the pruned body by default (name components).
 DEFAULT_EXCLUDE = ("lm_head", "pooler", "classifier", "score", "qa_outputs")
@@ -113,19 +113,6 @@ def set_weight(module, W) -> None:
     if not torch.isfinite(W).all():
         raise ValueError("W has non-finite entries")
     target.copy_(W.to(device=target.device, dtype=target.dtype))
-
-
-def block_of(name: str) -> str:
-    """The block a layer belongs to: its name up to the last numeric component.
-
-    ``"encoder.layer.3.attention.self.query"`` -> ``"encoder.layer.3"``; a name without a
-    numeric component is its own block. Sequential pruning recomputes inputs per block.
-    """
-    parts = name.split(".")
-    for i in range(len(parts) - 1, -1, -1):
-        if parts[i].isdigit():
-            return ".".join(parts[: i + 1])
-    return name
 
 
 def to_numpy(W: torch.Tensor, dtype=None) -> np.ndarray:

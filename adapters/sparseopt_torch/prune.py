@@ -35,6 +35,7 @@ import torch
 from sparseopt import prune as core_prune
 from sparseopt.backend import synchronize
 from sparseopt.layer import layer_loss, masked_gd, methods
+from sparseopt.layer.loss import base_loss
 from sparseopt.patterns import NM, TopK
 
 from .blocks import Activations, capture_inputs, find_blocks, run_block
@@ -213,11 +214,12 @@ def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
                              f"{tuple(W_star.shape)}")
         W = torch.where(M, W_star, torch.zeros((), dtype=W_star.dtype, device=W_star.device))
         loss, t_method, info = layer_loss(W, W_star, H), 0.0, {}
+        base = base_loss(W_star, H)  # pruning everything: rel_loss 1
     else:
         res = core_prune(W_star, H, method=method, pattern=pattern, **options)
         W, M, loss, t_method = res.W, res.mask, res.loss, res.time
         info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
-    base = layer_loss(torch.zeros_like(W_star), W_star, H)  # pruning everything: rel 1
+        base = info.pop("base_loss")
     out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info, "base_loss": base,
            "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
@@ -333,7 +335,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     weights : CheckpointWeights, optional
         The on-disk weights of a model loaded with
         ``load_model(folder, offload=True)``: blocks are read one at a time (requires
-        ``out``).
+        ``out``), and the modules before them (embeddings) are dropped once the first
+        block's inputs are captured (load the model again to run it).
     cache_limit : int or None, default 1 GiB
         Above this many bytes per generation of cached block inputs, they are memory-mapped
         from files in ``cache_dir`` (default the system's temporary folder); None: never.
@@ -512,6 +515,13 @@ class _Stream:
             self.inputs = Activations(len(self.calibration), self.limit, self.cache_dir)
             self.context = capture_inputs(self.model, block, self.calibration, self.forward,
                                           self.inputs)
+            if self.weights is not None:
+                # Weights on disk: what runs before the blocks (embeddings) is not needed
+                # again; dropping it keeps peak memory at one block.
+                for name, child in self.model.named_modules():
+                    if child is not self.model and not list(child.children()) \
+                            and not name.startswith(self.prefix + "."):
+                        self.weights.release(child)
         return self.name(i)
 
     def _items(self):
@@ -583,7 +593,8 @@ def _job(name, module, H, method, pattern, refine_steps, options, mask):
 
 def _run_jobs(jobs, on_done, executor):
     if executor is None:
-        for job in jobs:
+        while jobs:  # pop: a finished layer's Hessian is freed before the next one runs
+            job = jobs.pop(0)
             on_done(job.name, job.fn(**job.kwargs))
     else:
         executor.run(jobs, on_done)

@@ -16,7 +16,7 @@ import time as _time
 from ..backend import namespace, synchronize, zero
 from ..patterns import NM
 from ..validation import check_int
-from .loss import check_layer, gamma_max, layer_loss, masked_gd, _masked_gd
+from .loss import base_loss, check_layer, gamma_max, layer_loss, masked_gd, _masked_gd
 from .registry import LayerMethod, get_method, methods, register
 from .result import PruneResult
 
@@ -59,7 +59,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
     -------
     PruneResult
         ``W`` in the input dtype and array library, ``mask``, ``loss`` (float64),
-        ``rel_loss``, ``nit``, ``stop_reason``, ``history``, ``time``, ``method``, ``info``.
+        ``rel_loss``, ``nit``, ``stop_reason``, ``history``, ``time``, ``method``, ``info``
+        (with ``base_loss`` = Tr(W* H W*'), the loss of pruning everything).
 
     Notes
     -----
@@ -123,7 +124,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
                         f"{W_out.dtype}; expected the dtype and library of W ({W_star.dtype})")
     W_out = xp.where(mask, W_out, zero(W_out))
     loss = layer_loss(W_out, W_star, Hs)
-    base = layer_loss(xp.zeros_like(W_star), W_star, Hs)
+    base = base_loss(W_star, Hs)
+    info["base_loss"] = base  # Tr(W* H W*'): callers need not pay for it again
     if base > 0:
         rel = loss / base
     else:

@@ -27,10 +27,9 @@ def _text(path, n=400, seed=0):
 
 
 def _auto(folder):
-    from transformers import AutoModel, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     from sparseopt_torch.models import is_causal_lm
-    from transformers import AutoConfig
 
     cls = AutoModelForCausalLM if is_causal_lm(AutoConfig.from_pretrained(folder)) else AutoModel
     return cls.from_pretrained(folder).eval()
@@ -71,6 +70,14 @@ def test_llama_folder_both_modes_and_eval(tmp_path, sequential, capsys):
     assert [r["run"] for r in rows] == ["dense", "magnitude", "sparsegpt"]
     assert rows[0]["kl"] == 0.0 and all(r["kl"] > 0 for r in rows[1:])
     assert all(r["perplexity"] > 1 for r in rows)
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["export", os.path.join(out, "sparsegpt"), "--dense", ckpt]) == 0
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(ckpt)
+    for name in json.load(open(os.path.join(out, "sparsegpt", "run.json")))["layers"]:
+        W = get_weight(find_layers(model, [name])[name])
+        assert NM(2, 4).satisfied(W.numpy()), name
     # a rerun with other data in the same folder is refused, naming what differs
     with pytest.raises(ValueError, match="n_calib was 4, now 5"):
         main(["prune", "--model", folder, "--out", out, "--method", "magnitude",
