@@ -131,7 +131,7 @@ def _chosen_runs(args, folder):
 
 
 def run_prune(args) -> int:
-    from .hf import parse_pattern, prune_folder
+    from .hf import parse_pattern
 
     folder = args.model != MINILM
     for name in ("n_calib", "seq_len", "batch_size", "workers", "n_eval", "max_length"):
@@ -147,32 +147,46 @@ def run_prune(args) -> int:
         _fail("prune", "--proxsparse-steps must be a positive integer")
     if not folder and (args.calibration or args.offload or args.blocks or args.layers):
         _fail("prune", "--calibration, --offload, --blocks and --layers are for --model DIR")
-    with _executor(args) as executor:
-        if folder:
-            results = prune_folder(
-                args.model, args.out, runs, pattern=pattern, calibration=args.calibration,
-                n_calib=args.n_calib, seq_len=args.seq_len, seed=args.seed,
-                batch_size=args.batch_size or 1, refine_steps=args.refine_steps or 0,
-                sequential=args.sequential, device=args.device, offload=args.offload,
-                executor=executor, blocks=args.blocks, layers=args.layers)
-        else:
-            refine = 100 if args.refine_steps is None else args.refine_steps
-            config = ExperimentConfig.make(
-                n_calib=args.n_calib, n_eval=args.n_eval, seed=args.seed,
-                batch_size=args.batch_size or 16, max_length=args.max_length,
-                refine_steps=refine, sequential=args.sequential)
-            results = prune_runs(args.out, runs, config, pattern=pattern, device=args.device,
-                                 executor=executor,
-                                 options={} if args.paper_settings else DEMO_OPTIONS) \
-                if runs else {}
-            if proxsparse:
-                settings = {**DEMO_PROXSPARSE, "steps": args.proxsparse_steps}
-                results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings)
+    executor_context = _executor(args)
+    try:  # entering connects to the scheduler or starts the local cluster
+        executor = executor_context.__enter__()
+    except (ConnectionError, ValueError, OSError) as err:
+        _fail("prune", f"cannot start the Dask executor: {err}")
+    try:
+        results = _prune(args, folder, runs, pattern, proxsparse, executor)
+    finally:
+        executor_context.__exit__(None, None, None)
     for method, res in results.items():
         print(f"{method:10s} sum rel loss {res.total('rel_loss'):.4f}  +GD "
               f"{res.total('rel_loss_gd'):.4f}  time {res.total('time'):.1f} s  "
               f"report {os.path.join(args.out, method, 'report.md')}")
     return 0
+
+
+def _prune(args, folder, runs, pattern, proxsparse, executor):
+    from .hf import prune_folder
+
+    if folder:
+        results = prune_folder(
+            args.model, args.out, runs, pattern=pattern, calibration=args.calibration,
+            n_calib=args.n_calib, seq_len=args.seq_len, seed=args.seed,
+            batch_size=args.batch_size or 1, refine_steps=args.refine_steps or 0,
+            sequential=args.sequential, device=args.device, offload=args.offload,
+            executor=executor, blocks=args.blocks, layers=args.layers)
+    else:
+        refine = 100 if args.refine_steps is None else args.refine_steps
+        config = ExperimentConfig.make(
+            n_calib=args.n_calib, n_eval=args.n_eval, seed=args.seed,
+            batch_size=args.batch_size or 16, max_length=args.max_length,
+            refine_steps=refine, sequential=args.sequential)
+        results = prune_runs(args.out, runs, config, pattern=pattern, device=args.device,
+                             executor=executor,
+                             options={} if args.paper_settings else DEMO_OPTIONS) \
+            if runs else {}
+        if proxsparse:
+            settings = {**DEMO_PROXSPARSE, "steps": args.proxsparse_steps}
+            results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings)
+    return results
 
 
 def _experiment(folder):

@@ -19,20 +19,41 @@ mid-task makes the scheduler rerun the task elsewhere (up to
 once. If a job or the callback raises, the remaining tasks are cancelled and the exception
 is re-raised in the driver before anything else is handed to the callback.
 
-Determinism. A task runs with a fixed torch thread count (``threads``, default 1, which is
-also what a single-threaded Dask worker gets), so its result does not depend on the worker.
-The in-process default keeps the driver's thread count (all cores for one layer at a time,
-the fastest way to run on one machine); for the MKL/OpenMP CPU builds measured here the
-layer methods give bit-identical results with 1 and 2 threads (tests/adapter/
-test_distributed.py checks this on wanda, sparsegpt and prox layer problems, and the
-benchmark ``benchmarks/adapter_dask.py`` on MiniLM's 36 layers). Pass ``threads=1`` to the
-in-process executor to pin it as well.
+Determinism. A job's result is a function of its inputs and of its thread count: the CPU
+path of the core runs on NumPy views (OpenBLAS), Numba's parallel loops and torch, and a
+float64 sum split over two threads rounds differently from one over one. So every job runs
+under a fixed count (``threads``) in all three pools, restored afterwards: by default 1 on
+a cluster (single-threaded workers, whatever machine they are on), the driver's setting in
+process. The in-process default is kept because it is the engine's default path, one layer
+at a time on all cores: pinning it to 1 thread made MiniLM's prox layers 1.6x slower on a
+quiet 2-core machine (``benchmarks/adapter_dask.py``; on a loaded one, where other
+processes hold the cores, 2 threads were up to 5x slower than 1). Hence:
 
-Devices. Tensors are sent to the workers on the CPU (a CUDA tensor cannot be pickled onto a
+- Dask results equal an in-process run with ``LayerExecutor(threads=1)`` bit for bit
+  (weights, masks, losses; tests/adapter/test_distributed.py on wanda, sparsegpt and prox
+  problems, including a killed worker; ``benchmarks/adapter_dask.py`` on MiniLM);
+- against the in-process default with 2 threads, MiniLM's prox weights and masks were
+  identical and the float64 losses differed in the last bits.
+
+Workers' environment. A ``LocalCluster`` sets the BLAS/OpenMP and Numba pools of its workers
+to ``threads`` and drops Dask's ``MALLOC_TRIM_THRESHOLD_=65536``: that setting also pins
+glibc's mmap threshold, so every temporary of a layer problem is a fresh mmap, and prox on
+MiniLM's layers ran 2x slower. For workers started elsewhere (``dask worker``, dask-jobqueue)
+do the same in their Dask configuration::
+
+    distributed:
+      nanny:
+        pre-spawn-environ:
+          MALLOC_TRIM_THRESHOLD_: null
+
+Workers must run the same Python environment as the driver (sparseopt and torch installed,
+same versions) and can import ``sparseopt_torch``; job functions are pickled by reference.
+
+Devices. Tensors are sent to the workers on the CPU (a CUDA tensor cannot be unpickled on a
 worker without one); a task moves them back to the device type they came from (``cuda``:
 the worker's current GPU) unless ``device`` says otherwise, and returns its tensors on the
-CPU. GPU workers are selected through Dask resources: start workers with
-``--resources GPU=1`` (one per GPU) and pass ``resources={"GPU": 1}``.
+CPU. GPU workers are selected through Dask resources: start one worker per GPU with
+``--resources GPU=1`` (and ``--nthreads 1``) and pass ``resources={"GPU": 1}``.
 """
 
 from __future__ import annotations
@@ -40,7 +61,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -101,8 +124,8 @@ def _devices(kwargs) -> dict:
 @contextlib.contextmanager
 def _thread_limit(threads):
     """Run the block with ``threads`` threads in every pool a layer job uses: torch's
-    (intra-op), Numba's (the core's parallel loops on CPU tensors, which are computed as
-    NumPy views) and, if threadpoolctl is installed, NumPy's BLAS and OpenMP. All are
+    (intra-op, with its MKL), Numba's (the core's parallel loops on CPU tensors, which it
+    computes on as NumPy views) and, if threadpoolctl is installed, NumPy's BLAS. All are
     restored on exit. None: leave them as they are."""
     if threads is None:
         yield
@@ -115,7 +138,7 @@ def _thread_limit(threads):
     except ImportError:  # optional: Dask workers get OPENBLAS/OMP_NUM_THREADS=1 anyway
         blas = contextlib.nullcontext()
     else:
-        blas = threadpool_limits(limits=threads)
+        blas = threadpool_limits(limits=threads, user_api="blas")  # torch: its own call
     torch_before, numba_before = torch.get_num_threads(), numba.get_num_threads()
     torch.set_num_threads(threads)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -142,6 +165,15 @@ def _run_task(fn, kwargs, threads, device, devices):
     """What a worker runs: :func:`_call`, the result's tensors moved to the CPU (they travel
     back to the driver). Top-level so that workers import it by reference."""
     return _to_cpu(_call(fn, kwargs, threads, device, devices))
+
+
+def _restore_environ(saved):
+    """Give the variables in ``saved`` their values again (None: unset)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _check_workers(workers):
@@ -172,7 +204,7 @@ def _check_jobs(jobs) -> list:
 
 def _with_layer(exc, name):
     """``exc`` with a note naming the layer (shown under the traceback)."""
-    note = f"while pruning layer {name!r} (sparseopt_torch.distributed)"
+    note = f"in the layer job {name!r} (sparseopt_torch.distributed)"
     if note not in getattr(exc, "__notes__", ()):
         exc.add_note(note)
     return exc
@@ -184,7 +216,8 @@ class LayerExecutor:
     Used as a context manager: entering connects to the scheduler or starts the local
     cluster (so an unreachable scheduler fails before any layer is computed), leaving
     closes what it started (a cluster given by address is left running). Without
-    ``workers`` and ``scheduler`` it runs jobs in this process and imports nothing.
+    ``workers`` and ``scheduler`` it runs jobs in this process and imports no Dask.
+    Without ``with``, :meth:`run` starts it on first use; call :meth:`close` afterwards.
 
     Parameters
     ----------
@@ -201,24 +234,26 @@ class LayerExecutor:
         started with ``--resources GPU=...``. With ``workers``, every local worker is given
         these resources (one task at a time each).
     threads : int, optional
-        torch threads of each job, in process and on a cluster alike (results are
-        bit-identical for equal thread counts). Default: 1 on a cluster (single-threaded
-        workers), the driver's setting in process (see the module's notes).
-    device : str, optional
-        Where a task computes (e.g. ``"cuda"``); default the device type each tensor
-        argument had in the driver.
+        Threads of each job (torch, Numba and, with threadpoolctl, BLAS), in process and on
+        a cluster alike: results are bit-identical for equal thread counts. Default: 1 on a
+        cluster (single-threaded workers), the driver's setting in process (see the
+        module's notes).
+    device : str or torch.device, optional
+        Where a job computes (e.g. ``"cuda"``): its tensor arguments are moved there.
+        Default: on a cluster the device type each tensor argument had in the driver, in
+        process where they are.
     timeout : float, default 10
-        Seconds to wait for the scheduler (connect) or the local cluster (start).
+        Seconds to wait for the scheduler to answer when connecting.
     progress : bool, default False
         A tqdm bar over the jobs of each :meth:`run`.
 
     Examples
     --------
     >>> from sparseopt_torch.distributed import LayerExecutor, LayerJob
-    >>> jobs = [LayerJob("a", divmod, {"a": 7, "b": 2}, 1.0)]
+    >>> jobs = [LayerJob("a", round, {"number": 2.718, "ndigits": 1}, cost=1.0)]
     >>> with LayerExecutor() as ex:      # in process; LayerExecutor(workers=2) for Dask
     ...     ex.run(jobs, lambda name, res: print(name, res))
-    a (3, 1)
+    a 2.7
     """
 
     def __init__(self, workers=None, scheduler=None, *, resources=None, threads=None,
@@ -249,6 +284,14 @@ class LayerExecutor:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if device is not None:
+            import torch
+
+            try:
+                device = torch.device(device)
+            except (RuntimeError, TypeError) as exc:
+                raise ValueError(f"device must name a torch device such as 'cuda', got "
+                                 f"{device!r}") from exc
         self.scheduler = scheduler
         self.resources = dict(resources) if resources else None
         self.local = workers is None and scheduler is None
@@ -260,6 +303,7 @@ class LayerExecutor:
         self._client = None
         self._cluster = None
         self._own_client = False
+        self._environ = None
 
     def __repr__(self):
         where = ("in process" if self.local else f"workers={self.workers}"
@@ -268,7 +312,8 @@ class LayerExecutor:
 
     @property
     def address(self):
-        """The scheduler's address (None in process or before :meth:`start`)."""
+        """The scheduler's address: the running cluster's, else the one given (None in
+        process and for a local cluster not started)."""
         if self._client is not None:
             return self._client.scheduler.address
         if isinstance(self.scheduler, str):
@@ -303,32 +348,74 @@ class LayerExecutor:
                 raise ValueError(f"scheduler {address!r} is not a valid address: "
                                  f"{exc}") from exc
             self._own_client = True
+        if self.workers is None:
+            self._check_resources()
         return self
 
+    def _check_resources(self):
+        """Warn when no worker of a running cluster offers the tasks' resources yet: the
+        tasks would wait for one (right for clusters that grow, e.g. dask-jobqueue)."""
+        if not self.resources:
+            return
+        workers = self._client.scheduler_info().get("workers", {})
+        if not any(all(w.get("resources", {}).get(k, 0) >= v
+                       for k, v in self.resources.items()) for w in workers.values()):
+            warnings.warn(f"no worker of the cluster at {self.address} offers resources "
+                          f"{self.resources} (yet): layer jobs wait until one does (start "
+                          f"workers with --resources, e.g. GPU=1)", RuntimeWarning,
+                          stacklevel=3)
+
     def _start_local(self):
+        import dask
         from distributed import Client, LocalCluster
 
+        t = str(self.threads)
+        # The workers' environment, set by the nannies before each worker process starts
+        # (also when one is restarted after a crash). Thread pools of the task's size: the
+        # BLAS/OpenMP ones (Dask's own default is 1) and Numba's. MALLOC_TRIM_THRESHOLD_ is
+        # dropped: Dask sets it to 64 KiB to return memory sooner, which also fixes glibc's
+        # mmap threshold at 128 KiB, so that every temporary of a layer problem is a fresh
+        # mmap: prox on MiniLM's 384 x 384 layers ran 2x slower (sys time).
+        environ = {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t,
+                   "OPENBLAS_NUM_THREADS": t, "NUMBA_NUM_THREADS": t}
+        config = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in environ.items()}
+        # A nanny writes its pre-spawn variables into this process's environment (before
+        # each worker start): they are put back after the start and at close.
+        keys = set(environ) | set(dask.config.get("distributed.nanny.pre-spawn-environ"))
+        saved = {k: os.environ.get(k) for k in keys | {"PYTHONHASHSEED"}}
         try:
-            self._cluster = LocalCluster(
-                n_workers=self.workers, threads_per_worker=1, processes=True,
-                dashboard_address=None, worker_dashboard_address=None,
-                scheduler_port=0, host="127.0.0.1", silence_logs=logging.ERROR,
-                resources=self.resources)
+            with dask.config.set(config):
+                self._cluster = LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=True,
+                    scheduler_port=0, host="127.0.0.1", silence_logs=logging.ERROR,
+                    resources=self.resources, dashboard_address=None,
+                    worker_dashboard_address=None,
+                    # No dashboard, but the scheduler's HTTP endpoints (health, metrics)
+                    # would take port 8787: a free port instead, no clash between runs.
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
             self._client = Client(self._cluster, timeout=self.timeout, set_as_default=False)
         except BaseException:
             self.close()
             raise
+        finally:
+            _restore_environ(saved)
+        self._environ = saved
         self._own_client = True
 
     def close(self) -> None:
         """Close the client and the local cluster this executor started."""
         client, cluster = self._client, self._cluster
         self._client = self._cluster = None
-        if client is not None and self._own_client:
-            client.close()
-        if cluster is not None:
-            cluster.close()
-        self._own_client = False
+        try:
+            if client is not None and self._own_client:
+                client.close()
+            if cluster is not None:
+                cluster.close()
+        finally:
+            self._own_client = False
+            if self._environ is not None:  # a restarted worker's nanny wrote them again
+                _restore_environ(self._environ)
+                self._environ = None
 
     def __enter__(self):
         return self.start()
@@ -382,17 +469,24 @@ class LayerExecutor:
             # higher priorities first (ties: submission order).
             for rank, i in enumerate(order):
                 job = jobs[i]
-                fut = client.submit(
-                    _run_task, job.fn, _to_cpu(job.kwargs), self.threads, self.device,
-                    _devices(job.kwargs), key=f"sparseopt-layer-{tag}-{i}-{job.name}",
-                    pure=False, priority=len(jobs) - rank, resources=self.resources)
+                with warnings.catch_warnings():
+                    # The layer's W and H travel inside the task (tens of MB for big layers)
+                    # on purpose: scattered data would be lost with a killed worker, the
+                    # task's own arguments are kept by the scheduler for a rerun.
+                    warnings.filterwarnings("ignore", message="Sending large graph")
+                    fut = client.submit(
+                        _run_task, job.fn, _to_cpu(job.kwargs), self.threads, self.device,
+                        _devices(job.kwargs), key=f"sparseopt-layer-{tag}-{i}-{job.name}",
+                        pure=False, priority=len(jobs) - rank, resources=self.resources)
                 futures[fut.key] = (job.name, fut)
             pending = as_completed([f for _, f in futures.values()], loop=client.loop)
             for fut in pending:
                 name, _ = futures.pop(fut.key)
                 try:
                     result = fut.result()
-                except Exception as exc:
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:  # also a cancelled future (lost scheduler)
                     raise _with_layer(exc, name)
                 finally:
                     fut.release()  # the worker may drop the result now
@@ -432,7 +526,7 @@ def run_layer_jobs(jobs, on_done, *, workers=None, scheduler=None, resources=Non
         Run on this (started or not) executor instead; ``workers``, ``scheduler`` and
         ``resources`` must then be left out.
     timeout : float, default 10
-        Seconds to wait for the scheduler or the local cluster.
+        Seconds to wait for the scheduler to answer when connecting.
 
     With neither ``workers`` nor ``scheduler`` (nor ``executor``) the jobs run in this
     process in the given order (the default: Dask is not imported).
@@ -447,9 +541,12 @@ def run_layer_jobs(jobs, on_done, *, workers=None, scheduler=None, resources=Non
     if executor is not None:
         if workers is not None or scheduler is not None or resources is not None:
             raise ValueError("pass either executor or workers/scheduler/resources, not both")
-        executor.run(jobs, on_done, progress=progress)
+        executor.run(jobs, on_done, progress=progress or None)  # False: the executor's
         return
+    ex = LayerExecutor(workers=workers, scheduler=scheduler, resources=resources,
+                       timeout=timeout, progress=progress)
     jobs = _check_jobs(jobs)  # bad jobs fail before a cluster is started
-    with LayerExecutor(workers=workers, scheduler=scheduler, resources=resources,
-                       timeout=timeout, progress=progress) as ex:
+    if not jobs:
+        return
+    with ex:
         ex.run(jobs, on_done)
