@@ -37,6 +37,7 @@ from sparseopt.backend import synchronize
 from sparseopt.layer import layer_loss, masked_gd, methods
 from sparseopt.layer.loss import base_loss
 from sparseopt.patterns import NM, TopK
+from sparseopt.result import Result
 
 from .blocks import Activations, capture_inputs, find_blocks, run_block
 from .distributed import LayerJob
@@ -73,13 +74,29 @@ class LayerRecord:
     info: dict = field(default_factory=dict)
 
 
-@dataclass
-class ModelPruneResult:
-    """Per-layer records of :func:`prune_model`, in pruning order, and the run's settings."""
+@dataclass(repr=False)
+class ModelPruneResult(Result):
+    """Per-layer records of :func:`prune_model`, in layer order, and the run's settings.
 
-    records: list
-    settings: dict
+    A :class:`sparseopt.result.Result` whose iterations are the layers: ``fun`` is the sum
+    over layers of the relative local loss after +GD, ``nit`` the number of layers,
+    ``history["objective"]`` / ``history["time"]`` the per-layer relative loss and the
+    cumulative method time, ``info`` the settings. ``x`` is None: the pruned weights are in
+    the model (and in ``out``).
+    """
+
+    records: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
     out: str | None = None
+
+    @classmethod
+    def of(cls, records, settings, out=None):
+        rel = np.array([r.rel_loss_gd for r in records], dtype=np.float64)
+        t = np.cumsum([r.time + r.time_gd for r in records], dtype=np.float64)
+        return cls(x=None, fun=float(rel.sum()), nit=len(records),
+                   stop_reason="every selected layer pruned",
+                   history={"objective": rel, "time": t}, info=dict(settings),
+                   records=records, settings=settings, out=out)
 
     def total(self, key="rel_loss_gd") -> float:
         """Sum over layers of a record field, e.g. ``"rel_loss"`` or ``"rel_loss_gd"``."""
@@ -439,7 +456,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         bar.close()
     order = {n: i for i, n in enumerate(layers)}
     records.sort(key=lambda r: order[r.name])
-    result = ModelPruneResult(records=records, settings=settings, out=out)
+    result = ModelPruneResult.of(records, settings, out)
     if out is not None:
         if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
             _create_run(out, settings)  # every layer was reloaded or nothing to save yet

@@ -173,3 +173,17 @@ def test_model_folder_errors(tmp_path):
             os.remove(os.path.join(folder, f))
     with pytest.raises(ValueError, match="no .safetensors weights"):
         load_model(folder)
+
+
+def test_model_prune_result_is_a_result_over_layers():
+    from sparseopt.result import Result
+
+    res = prune_model(_llama(1), _batches(n=1), method="wanda", refine_steps=2,
+                      progress=False)
+    assert isinstance(res, Result) and res.x is None and res.converged
+    assert res.nit == len(res.records) == 7
+    assert res.fun == pytest.approx(res.total("rel_loss_gd"), rel=1e-15)
+    it, obj = res.curve("objective")
+    assert list(it) == list(range(7))
+    assert list(obj) == [r.rel_loss_gd for r in res.records]
+    assert res.info["method"] == "wanda"
