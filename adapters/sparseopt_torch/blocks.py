@@ -25,7 +25,7 @@ from torch import nn
 
 from .layers import is_prunable
 
-__all__ = ["find_blocks", "capture_inputs", "Activations", "run_block", "tree_to"]
+__all__ = ["find_blocks", "capture_inputs", "Activations", "run_block", "map_tensors"]
 
 
 def _count_prunable(module) -> int:
@@ -93,18 +93,20 @@ def find_blocks(model, blocks=None) -> tuple[str, list]:
     return best[1], best[2]
 
 
-def tree_to(x, device=None, dtype=None):
-    """Tensors inside tuples, lists and dicts moved to ``device`` (floating ones cast to
-    ``dtype`` if given); everything else as is."""
-    if isinstance(x, torch.Tensor):
-        if dtype is not None and x.is_floating_point():
-            return x.to(device=device, dtype=dtype)
-        return x.to(device) if device is not None else x
-    if isinstance(x, Mapping):
-        return {k: tree_to(v, device, dtype) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(tree_to(v, device, dtype) for v in x)
-    return x
+def map_tensors(obj, fn):
+    """``obj`` with every torch tensor inside tuples, lists and dicts replaced by
+    ``fn(tensor)``; everything else as is."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, Mapping):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(map_tensors(v, fn) for v in obj)
+    return obj
+
+
+def _to(device):
+    return lambda t: t.to(device)
 
 
 def _without_cache(x):
@@ -140,7 +142,7 @@ def capture_inputs(model, first_block, calibration, forward, activations) -> lis
         kw = {k: _without_cache(v) for k, v in kwargs.items()}
         if "use_cache" in kw:
             kw["use_cache"] = False
-        calls.append((args[0].detach(), tree_to(rest, "cpu"), tree_to(kw, "cpu")))
+        calls.append((args[0].detach(), map_tensors(rest, _to("cpu")), map_tensors(kw, _to("cpu"))))
         raise _Stop
 
     handle = first_block.register_forward_pre_hook(hook, with_kwargs=True)
@@ -169,8 +171,8 @@ def capture_inputs(model, first_block, calibration, forward, activations) -> lis
 
 def run_block(block, hidden, context, device):
     """One block on one batch: its output hidden states (the first output if a tuple)."""
-    out = block(hidden.to(device), *tree_to(context["args"], device),
-                **tree_to(context["kwargs"], device))
+    out = block(hidden.to(device), *map_tensors(context["args"], _to(device)),
+                **map_tensors(context["kwargs"], _to(device)))
     if isinstance(out, (tuple, list)):
         out = out[0]
     if not isinstance(out, torch.Tensor):

@@ -67,6 +67,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+from .blocks import map_tensors
+
 __all__ = ["LayerJob", "LayerExecutor", "run_layer_jobs"]
 
 _DEFAULT_TIMEOUT = 10.0
@@ -95,22 +97,9 @@ class LayerJob:
     cost: float = 0.0
 
 
-def _map_tensors(obj, move):
-    """``obj`` with every torch tensor replaced by ``move(tensor)`` (dicts, lists, tuples)."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return move(obj)
-    if isinstance(obj, dict):
-        return {k: _map_tensors(v, move) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(v, move) for v in obj)
-    return obj
-
-
 def _to_cpu(obj):
     # detach: a Parameter with requires_grad would otherwise travel as one.
-    return _map_tensors(obj, lambda t: t.detach().to("cpu"))
+    return map_tensors(obj, lambda t: t.detach().to("cpu"))
 
 
 def _devices(kwargs) -> dict:
@@ -154,7 +143,7 @@ def _call(fn, kwargs, threads, device, devices):
     """``fn(**kwargs)`` under :func:`_thread_limit` with its tensor arguments on ``device``,
     or back on the device types in ``devices``."""
     if device is not None:
-        kwargs = _map_tensors(kwargs, lambda t: t.to(device))
+        kwargs = map_tensors(kwargs, lambda t: t.to(device))
     elif devices:
         kwargs = {k: (v.to(devices[k]) if k in devices else v) for k, v in kwargs.items()}
     with _thread_limit(threads):

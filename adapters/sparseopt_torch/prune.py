@@ -411,7 +411,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     runner = _Stream(model, calibration, prefix, block_list, forward, compute, weights,
                      cache_limit, cache_dir)
     try:
-        for i in runner.order():
+        for i in range(len(block_list)):
             names = members[i]
             todo = [n for n in names if n not in done]
             later = any(n not in done for j in range(i + 1, len(block_list)) for n in members[j])
@@ -512,9 +512,6 @@ class _Stream:
         self.inputs = self.next = None
         self.context = None
         self.home = None
-
-    def order(self):
-        return range(len(self.blocks))
 
     def name(self, i):
         return f"{self.prefix}.{i}" if self.prefix else ""
