@@ -76,6 +76,20 @@ def test_bound_is_rigorous_and_optima_certified(instances, certs):
     assert largest_gap["random"] <= 5e-7
 
 
+def test_certificate_is_a_result(instances, certs):
+    from sparseopt.result import Result
+
+    for (kind, y, lam, w), cert in zip(instances, certs):
+        assert isinstance(cert, Result)
+        np.testing.assert_array_equal(cert.x, w)
+        assert cert.fun == pytest.approx(float(cert.value.sum()), rel=1e-15)
+        assert cert.nit == int(cert.info["solves"].sum()) >= 1
+        n_bad = int((~cert.certified).sum())
+        expect = "all groups certified" if n_bad == 0 else f"{n_bad} of 8 groups not certified"
+        assert cert.stop_reason == expect
+        assert cert.history == {}
+
+
 def test_residual_correction_nonnegative_and_small(instances, certs):
     for (kind, y, lam, w), cert in zip(instances, certs):
         scale = _scale(y)

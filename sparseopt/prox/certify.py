@@ -15,22 +15,28 @@ import itertools
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from ..patterns import NM, check_finite
 from ..validation import check_nm
 from ..regularizers import prox_objective
+from ..result import Result
 
 __all__ = ["Certificate", "certify"]
 
 
-@dataclass
-class Certificate:
-    """Per-group outcome of ``certify``; arrays of shape y.shape[:-1] + (groups,).
+@dataclass(repr=False)
+class Certificate(Result):
+    """Per-group outcome of ``certify``, a :class:`~sparseopt.result.Result`: ``x`` is the
+    candidate ``w`` (float64), ``fun`` the total prox objective (the sum of ``value``),
+    ``nit`` the SDP solves, ``stop_reason`` says how many groups are certified; there is no
+    iteration, so ``history`` is empty. The per-group arrays have shape
+    y.shape[:-1] + (groups,).
 
     Attributes
     ----------
@@ -57,14 +63,13 @@ class Certificate:
         optimum, not a valid bound: for comparison), ``refine_rounds`` and ``solves``.
     """
 
-    bound: np.ndarray
-    value: np.ndarray
-    gap: np.ndarray
-    certified: np.ndarray
-    status: np.ndarray
+    bound: Any = None
+    value: Any = None
+    gap: Any = None
+    certified: Any = None
+    status: Any = None
     solver: str = ""
     order: int = 2
-    info: dict = field(default_factory=dict)
 
 
 def _monomials(m: int, degree: int):
@@ -324,7 +329,9 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
     Returns
     -------
     Certificate
-        ``bound``, ``value``, ``gap``, ``certified``, ``status``, ``info`` per group.
+        A :class:`~sparseopt.result.Result` (``x`` = w, ``fun`` = total objective, ``nit`` =
+        SDP solves) with ``bound``, ``value``, ``gap``, ``certified``, ``status``, ``info``
+        per group.
 
     Raises
     ------
@@ -482,7 +489,13 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
     scale = z_all.max(axis=1) ** 2 if z_all.size else np.zeros(0)
     gap = value - bound
     certified = (gap <= tol * scale) & np.isfinite(bound)
+    n_cert = int(certified.sum())
     return Certificate(
+        x=np.asarray(w, dtype=np.float64),
+        fun=float(value.sum()),
+        nit=int(n_solves.sum()),
+        stop_reason=("all groups certified" if n_cert == G
+                     else f"{G - n_cert} of {G} groups not certified"),
         bound=bound.reshape(lead),
         value=value.reshape(lead),
         gap=gap.reshape(lead),
