@@ -11,6 +11,10 @@ pytest.importorskip("sklearn")  # the digits check needs scikit-learn's bundled 
 def test_iobs_theory_check_quick(name, tmp_path, capsys):
     module = importlib.import_module(f"theory_checks.check_{name}")
     assert module.run(str(tmp_path), quick=True) is True
+    from theory_checks._report import take_claims
+    from theory_checks.claims import missing_claims
+
+    assert missing_claims(name, take_claims()) == []  # every claim registered to it was recorded
     out = capsys.readouterr().out
     assert f"PASS: {name}" in out
     assert (tmp_path / f"{name}.png").stat().st_size > 1000

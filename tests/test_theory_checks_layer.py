@@ -160,6 +160,10 @@ def test_layer_check_passes_in_quick_mode(name, tmp_path, capsys):
 
     module = importlib.import_module(f"theory_checks.check_{name}")
     ok = module.run(str(tmp_path), quick=True)
+    from theory_checks._report import take_claims
+    from theory_checks.claims import missing_claims
+
+    assert missing_claims(name, take_claims()) == []  # every claim registered to it was recorded
     out = capsys.readouterr().out
     assert (f"PASS: {name}" if ok else f"FAIL: {name}") in out
     assert ok, out[-3000:]

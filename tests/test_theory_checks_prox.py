@@ -15,6 +15,10 @@ CHECKS = ["paths", "lemma10", "table1", "conjecture9", "scale_covariance", "alm_
 def test_check_passes_quick(name, tmp_path, capsys):
     module = importlib.import_module(f"theory_checks.check_{name}")
     ok = module.run(str(tmp_path), quick=True)
+    from theory_checks._report import take_claims
+    from theory_checks.claims import missing_claims
+
+    assert missing_claims(name, take_claims()) == []  # every claim registered to it was recorded
     out = capsys.readouterr().out
     assert f"PASS: {name}" in out, out[-3000:]
     assert ok is True

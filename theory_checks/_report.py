@@ -35,3 +35,22 @@ def savefig(fig, out_dir: str, filename: str) -> str:
     plt.close(fig)
     print(f"  plot: {path}", flush=True)
     return path
+
+
+#: claim id -> (figure, passed) recorded by :func:`claim` since the last :func:`take_claims`.
+_RECORDED: dict = {}
+
+
+def claim(claim_id: str, figure: str, passed: bool) -> bool:
+    """Record the measured ``figure`` and verdict of one paper claim (an id of
+    ``theory_checks.claims``) for ``docs/claims.md``; print it; return ``passed``."""
+    _RECORDED[claim_id] = (str(figure), bool(passed))
+    print(f"  claim {claim_id}: {'PASS' if passed else 'FAIL'} ({figure})", flush=True)
+    return bool(passed)
+
+
+def take_claims() -> dict:
+    """The claims recorded since the last call (and forget them)."""
+    out = dict(_RECORDED)
+    _RECORDED.clear()
+    return out

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from theory_checks._report import figure, header, savefig, verdict
+from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "layer_toy"
 W_STAR = np.array([[0.0, 5.0, 3.0, 2.0, 0.0, 5.0, 5.0, 2.0]])
@@ -158,6 +158,14 @@ def run(out_dir, quick=False):
     }
     for label, ok in checks.items():
         figure(label, bool(ok))
+    greedy = checks["wanda == (0,5,3,0,0,5,5,0)"] and checks["sparsegpt == (0,5,3,0,0,5,5,0)"]
+    claim("kubler-toy-greedy", f"wanda loss {float(runs['wanda'].loss):.4g}, sparsegpt loss "
+          f"{float(runs['sparsegpt'].loss):.4g}, both at (0,5,3,0,0,5,5,0)" if greedy
+          else "wanda or sparsegpt elsewhere", greedy)
+    found = (checks["brute-force optimum == paper's optimum"] and checks["prox+GD == optimum"]
+             and checks["prox mask == optimal mask"])
+    claim("kubler-toy-prox", f"brute-force optimum loss {loss_bf:.4g} (unique); prox+GD loss "
+          f"{float(runs['prox+GD'].loss):.4g}", found)
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8),
                                    gridspec_kw={"width_ratios": [1, 1.6]})
