@@ -8,7 +8,7 @@ from theory_checks.__main__ import available
 from theory_checks.claims import Claim, all_claims, claims_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAPERS = {"prox24-kubler", "proxsparse-liu", "maiht-wen", "iobs-wu"}
+from theory_checks.claims import PAPERS
 
 
 def test_registry_is_consistent():

@@ -1,7 +1,7 @@
 """The papers' numerically checkable claims, one :class:`Claim` each, and how each is covered.
 
-Each paper has a module here (``prox24_kubler``, ``proxsparse_liu``, ``maiht_wen``,
-``iobs_wu``) with a list ``CLAIMS``. A claim is covered by a theory check (``check``: the
+Each module here (one or more per paper: ``prox24_kubler``, ``prox24_kubler_layer``,
+``proxsparse_liu``, ``maiht_wen``, ``iobs_wu``, ...) has a list ``CLAIMS``. A claim is covered by a theory check (``check``: the
 check calls ``theory_checks._report.claim(id, figure, passed)`` while it runs), by unit tests
 (``test``: a pytest node id or file), or is not checkable numerically (``reason``).
 ``python -m theory_checks --claims docs/claims.md`` runs the checks and writes the table
@@ -13,7 +13,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-PAPERS = ("prox24_kubler", "proxsparse_liu", "maiht_wen", "iobs_wu")
+import pkgutil
+
+#: Paper order of the table (the stems of the files in ``../shared/papers/``).
+PAPERS = ("prox24-kubler", "proxsparse-liu", "maiht-wen", "iobs-wu")
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,12 @@ class Claim:
 def all_claims() -> list[Claim]:
     """Every claim of the four papers, in paper order; ids are unique."""
     out = []
-    for paper in PAPERS:
-        out += importlib.import_module(f"theory_checks.claims.{paper}").CLAIMS
+    for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        out += importlib.import_module(f"theory_checks.claims.{mod}").CLAIMS
+    unknown = sorted({c.paper for c in out} - set(PAPERS))
+    if unknown:
+        raise ValueError(f"claims of unknown papers {unknown}; papers are {PAPERS}")
+    out.sort(key=lambda c: PAPERS.index(c.paper))  # stable: module order within a paper
     ids = [c.id for c in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
