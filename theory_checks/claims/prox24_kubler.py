@@ -1,14 +1,7 @@
-"""Claims of prox24-kubler (see theory_checks.claims)."""
+"""Claims of prox24-kubler Secs. 1-3 and Apps. A-B: r_{N:M} and its prox (see theory_checks.claims)."""
 
 from theory_checks.claims import Claim
 
 PAPER = "prox24-kubler"
 
-CLAIMS: list[Claim] = [
-    Claim("kubler-toy-greedy", PAPER, "Sec. 4.1",
-          "On the toy problem Wanda and SparseGPT end at (0,5,3,0,0,5,5,0).",
-          check="layer_toy"),
-    Claim("kubler-toy-prox", PAPER, "Sec. 4.1",
-          "On the toy problem the 2:4 optimum is (0,5,0,4,0,5,5,0), and prox (+GD) finds it.",
-          check="layer_toy"),
-]
+CLAIMS: list[Claim] = []
