@@ -76,6 +76,8 @@ def prox_prune(
     prox_method="alm",
     prox_tol=None,
     tail_tol=1e-4,
+    momentum=None,
+    beta_tail=None,
     verbose=None,
 ):
     """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2).
@@ -124,6 +126,13 @@ def prox_prune(
     tail_tol : float, default 1e-4
         For regularizers that never reach N:M exactly (R2): stop once
         ||W - P(W)||_F <= tail_tol ||W||_F (:func:`~sparseopt.solvers.proximal_gradient`).
+    momentum : {None, "fista"}, default None
+        None: the paper's Alg. 2. ``"fista"``: FISTA extrapolation with gradient restart
+        (:func:`~sparseopt.solvers.proximal_gradient`); with ``beta=1.05, beta_tail=1.2`` it
+        reaches N:M in 5-6x fewer iterations than the paper's schedule, at a lower local
+        loss on the MiniLM layers measured (``benchmarks/prox_schedule.py``).
+    beta_tail : float, optional
+        Growth factor once 99% of the groups are N:M (default: ``beta``).
     verbose : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
         layers with at least 2^20 weights
@@ -201,7 +210,7 @@ def prox_prune(
     f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
     res = proximal_gradient(f, reg, lam0=float(lam0), beta=float(beta), step=eta,
                             x0=Wt_star, max_iter=max_iter, pattern=pattern, tail_tol=tail_tol,
-                            verbose=verbose, desc="prox")
+                            momentum=momentum, beta_tail=beta_tail, verbose=verbose, desc="prox")
     Wk, k = res.x, res.nit
     done = res.stop_reason == "x in pattern"
     projected = not done
@@ -214,7 +223,8 @@ def prox_prune(
     W_out = xp.where(mask, W_out, zero(W_out))
     info = {
         "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
-        "beta": float(beta), "lam_final": res.info["lam_final"],
+        "beta": float(beta), "beta_tail": res.info["beta_tail"], "momentum": momentum,
+        "restarts": res.info["restarts"], "lam_final": res.info["lam_final"],
         "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
         "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),
     }
