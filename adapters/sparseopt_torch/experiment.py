@@ -71,7 +71,9 @@ class ExperimentConfig(dict):
 
     @classmethod
     def make(cls, *, n_calib=128, n_eval=256, seed=0, batch_size=16, max_length=64,
-             refine_steps=100, sequential=False):
+             refine_steps=100, sequential=False, modules=None):
+        """``modules``: a regular expression of the layers to prune (``find_layers``);
+        default None, every linear layer of the BERT body."""
         for name, v in (("n_calib", n_calib), ("n_eval", n_eval), ("batch_size", batch_size),
                         ("max_length", max_length)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -79,9 +81,11 @@ class ExperimentConfig(dict):
         if isinstance(refine_steps, bool) or not isinstance(refine_steps, int) \
                 or refine_steps < 0:
             raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
+        if modules is not None and not isinstance(modules, str):
+            raise ValueError(f"modules must be a regular expression (str) or None, got {modules!r}")
         return cls(n_calib=n_calib, n_eval=n_eval, seed=seed, batch_size=batch_size,
                    max_length=max_length, refine_steps=refine_steps,
-                   sequential=bool(sequential), model="all-MiniLM-L6-v2")
+                   sequential=bool(sequential), model="all-MiniLM-L6-v2", modules=modules)
 
 
 def _save_config(out, config):
@@ -145,6 +149,7 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
             results[run] = prune_model(
                 body, batches, method=method, pattern=pattern,
                 refine_steps=config["refine_steps"], sequential=config["sequential"],
+                modules=config.get("modules"),
                 options={**options.get(method, {}), **extra}, out=os.path.join(out, run),
                 device=device, executor=executor, progress=progress)
             body.load_state_dict(dense)
@@ -175,7 +180,7 @@ def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True
     settings = dict(DEMO_PROXSPARSE if settings is None else settings)
     _save_config(out, config)
     st, body, batches = _calibration(model, config)
-    layers = find_layers(body)
+    layers = find_layers(body, config.get("modules"))
     learned = proxsparse(st, batches, embedding_distance_loss(st), modules=layers,
                          progress=progress, **settings)
     if progress:
@@ -186,6 +191,7 @@ def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True
     try:
         res = prune_model(body, batches, method="masks", masks=learned.masks,
                           refine_steps=config["refine_steps"], sequential=config["sequential"],
+                          modules=config.get("modules"),
                           options={"proxsparse": settings}, out=os.path.join(out, "proxsparse"),
                           progress=progress)
     finally:

@@ -51,14 +51,19 @@ def test_prune_eval_export_commands(tmp_path, minilm, capsys):
 def test_proxsparse_run_learns_24_masks_and_is_evaluated(tmp_path, minilm):
     out = str(tmp_path / "cmp")
     config = ExperimentConfig.make(n_calib=8, n_eval=24, batch_size=8, max_length=16,
-                                   refine_steps=2)
+                                   refine_steps=2, modules=r"^encoder\.layer\.5\.")
     res, learned = proxsparse_run(out, config, model=minilm, progress=False,
                                   settings={"steps": 3, "lam1": 2.0, "lam2": 0.0, "lr": 1e-4})
-    assert len(res.records) == 36
+    # only the six layers of the last block (the config's modules) are learned and pruned
+    assert len(res.records) == 6 and sorted(learned.masks) == sorted(r.name for r in res.records)
+    assert all(name.startswith("encoder.layer.5.") for name in learned.masks)
     for name, mask in learned.masks.items():
         assert NM(2, 4).satisfied(mask.numpy().astype(float)), name
     rows = evaluate_runs(out, model=minilm, progress=False)
     assert [r["method"] for r in rows] == ["proxsparse", "proxsparse+GD"]
+    assert len(rows[0]["per_layer"]) == 6
+    with pytest.raises(ValueError, match="modules must be a regular expression"):
+        ExperimentConfig.make(modules=["encoder.layer.5.output.dense"])
     # the shared dense model is restored after training and evaluation
     first = get_weight(next(iter(find_layers(minilm[0].auto_model).values())))
     assert not NM(2, 4).satisfied(first.numpy())
