@@ -368,12 +368,13 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128) -> lis
 _DOCUMENT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 
 
-def _text_column(values, path, where: str) -> list:
-    """The str values of a ``text`` column with blank ones dropped; an error names a bad row."""
+def _text_column(rows, path, where: str) -> list:
+    """The str values of ``(row number, text)`` pairs with blank ones dropped; an error names
+    the bad row (``where``: "row 3 of column 'text'", "the 'text' field on line 3")."""
     documents = []
-    for row, value in enumerate(values):
+    for row, value in rows:
         if not isinstance(value, str):
-            raise ValueError(f"calibration file {path}: {where} {row} of column 'text' is "
+            raise ValueError(f"calibration file {path}: {where.format(row)} is "
                              f"{type(value).__name__}, not str")
         if value.strip():
             documents.append(value)
@@ -386,7 +387,7 @@ def _read_txt(path) -> list:
 
 
 def _read_jsonl(path) -> list:
-    documents = []
+    texts = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():  # blank lines (a trailing newline, say) carry no record
@@ -399,13 +400,8 @@ def _read_jsonl(path) -> list:
             if not isinstance(record, dict) or "text" not in record:
                 raise ValueError(f"calibration file {path}: line {number} has no 'text' field "
                                  f"(each line must be a JSON object with a str field 'text')")
-            text = record["text"]
-            if not isinstance(text, str):
-                raise ValueError(f"calibration file {path}: the 'text' field on line {number} "
-                                 f"is {type(text).__name__}, not str")
-            if text.strip():
-                documents.append(text)
-    return documents
+            texts.append((number, record["text"]))
+    return _text_column(texts, path, "the 'text' field on line {}")
 
 
 def _read_parquet(path) -> list:
@@ -421,7 +417,7 @@ def _read_parquet(path) -> list:
         raise ValueError(f"calibration file {path} has no 'text' column "
                          f"(columns: {', '.join(names) or 'none'})")
     column = pq.read_table(path, columns=["text"]).column("text")
-    return _text_column(column.to_pylist(), path, "row")
+    return _text_column(enumerate(column.to_pylist()), path, "row {} of column 'text'")
 
 
 def _read_datasets_folder(path) -> list:
@@ -445,7 +441,8 @@ def _read_datasets_folder(path) -> list:
         raise ValueError(f"calibration folder {path} has no 'text' column "
                          f"(columns: {', '.join(data.column_names) or 'none'})")
     # The arrow table holds the column as saved; save_to_disk has applied any index mapping.
-    return _text_column(data.data.column("text").to_pylist(), path, "row")
+    return _text_column(enumerate(data.data.column("text").to_pylist()), path,
+                        "row {} of column 'text'")
 
 
 def read_documents(path) -> list:
