@@ -47,11 +47,14 @@ def test_prox_against_bruteforce():
     assert wins["prox"] >= 3 and wins["prox"] > wins["wanda"], wins
 
 
-def test_prox_fista_schedule_against_the_paper_schedule():
-    """momentum="fista", beta 1.05, beta_tail 1.2 against today's Alg. 2 (beta 1.01) on six
-    correlated synthetic layers, both + 300 masked GD steps: at most a quarter of the
-    iterations, the loss within 0.5% of the paper schedule's on every layer and within 0.1%
-    on average (the masks differ in a few near-tied groups), the toy optimum still found."""
+def test_prox_fast_schedule_against_the_paper_schedule():
+    """The accelerated schedule FAST (FISTA, beta_start 1.2, beta 1.055, beta_tail 2.5)
+    against today's Alg. 2 (beta 1.01) on six correlated synthetic layers, both + 300 masked
+    GD steps: at most a quarter of the iterations (about 67 against 460), the loss within 1%
+    of the paper schedule's on every layer and within 0.5% on average (the masks differ in a
+    few near-tied groups; measured 0.2%), the toy optimum still found. The same schedule
+    without the momentum ends 3.9% above the paper's on average, so the bound sees it."""
+    from sparseopt.layer.prox import FAST
     from sparseopt.problems import correlated_hessian
 
     ratios = []
@@ -59,14 +62,12 @@ def test_prox_fista_schedule_against_the_paper_schedule():
         rng = np.random.default_rng(seed)
         W, H = rng.standard_normal((32, 128)), correlated_hessian(128, seed=seed + 1)
         paper = prune(W, H, method="prox", refine_steps=300)
-        fast = prune(W, H, method="prox", refine_steps=300, momentum="fista", beta=1.05,
-                     beta_tail=1.2)
+        fast = prune(W, H, method="prox", refine_steps=300, **FAST)
         assert fast.info["momentum"] == "fista" and fast.info["stop_reason"] == "W is N:M"
         assert fast.nit <= paper.nit / 4, (fast.nit, paper.nit)
         ratios.append(fast.loss / paper.loss)
-    assert max(ratios) <= 1.005 and np.mean(ratios) <= 1.001, ratios
-    toy = prune(TOY_W, TOY_H, method="prox", refine_steps=1000, momentum="fista", beta=1.05,
-                beta_tail=1.2)
+    assert max(ratios) <= 1.01 and np.mean(ratios) <= 1.005, ratios
+    toy = prune(TOY_W, TOY_H, method="prox", refine_steps=1000, **FAST)
     np.testing.assert_allclose(toy.W, TOY_OPT, atol=1e-8)
 
 

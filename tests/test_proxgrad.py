@@ -63,17 +63,24 @@ def test_fista_reaches_the_cvxpy_lasso_solution_faster_than_ista():
     assert long.info["momentum"] == "fista" and long.info["restarts"] >= 1
 
 
-def test_beta_tail_takes_over_once_99_percent_of_groups_are_in_the_pattern():
+def test_beta_start_and_beta_tail_follow_the_fraction_of_groups_in_the_pattern():
+    from sparseopt.solvers.proxgrad import START_FRACTION, TAIL_FRACTION
+
     rng = np.random.default_rng(3)
-    A = rng.standard_normal((64, 128))
-    f = LayerLoss(rng.standard_normal((8, 64)), A @ A.T / 128)
-    res = proximal_gradient(f, RNM(), lam0=0.01, beta=1.05, beta_tail=1.5, pattern=NM(2, 4))
+    A = rng.standard_normal((256, 512))
+    f = LayerLoss(rng.standard_normal((16, 256)), A @ A.T / 512)
+    res = proximal_gradient(f, RNM(), lam0=0.001, beta=1.05, beta_start=1.3, beta_tail=1.5,
+                            pattern=NM(2, 4))
     frac, lam = res.history["nm_fraction"], res.history["lam"]
     ratio = lam[1:] / lam[:-1]
-    tail = frac[:-1] >= 0.99  # the growth applied after step k depends on step k's fraction
-    assert tail.any() and (~tail).any()
+    # the growth applied after step k depends on step k's fraction
+    start, tail = frac[:-1] < START_FRACTION, frac[:-1] >= TAIL_FRACTION
+    mid = ~start & ~tail
+    assert start.any() and mid.any() and tail.any()
+    np.testing.assert_allclose(ratio[start], 1.3, rtol=1e-12)
+    np.testing.assert_allclose(ratio[mid], 1.05, rtol=1e-12)
     np.testing.assert_allclose(ratio[tail], 1.5, rtol=1e-12)
-    np.testing.assert_allclose(ratio[~tail], 1.05, rtol=1e-12)
+    assert res.info["beta_start"] == 1.3 and res.info["beta_tail"] == 1.5
 
 
 def test_growing_lambda_reaches_the_pattern_and_records_history():
@@ -116,6 +123,8 @@ def test_tensors_in_tensors_out():
     (dict(step=-0.1), "step must be finite and non-negative"),
     (dict(momentum="nesterov"), "momentum must be one of"),
     (dict(beta_tail=0.9), "beta_tail must be >= 1"),
+    (dict(beta_start=0.5), "beta_start must be >= 1"),
+    (dict(beta_start=1.2), "beta_start needs a pattern"),
 ])
 def test_bad_input(kwargs, match):
     X, y = _lasso_problem()

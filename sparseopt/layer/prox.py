@@ -10,13 +10,17 @@ from .registry import register
 from .result import PruneResult
 
 __all__ = ["prox_prune", "rescale_wanda", "make_regularizer", "REGULARIZERS", "DEFAULT_LAM0",
-           "DEFAULT_BETA", "DEFAULT_MAX_ITER"]
+           "DEFAULT_BETA", "DEFAULT_MAX_ITER", "FAST"]
 
 #: lambda_0 and beta of the paper's schedule lambda_k = lambda_0 beta^k (Sec. 4).
 DEFAULT_LAM0 = 0.01
 DEFAULT_BETA = 1.01
 #: Iteration cap; with the default schedule lambda grows by 1e4 in ~926 iterations.
 DEFAULT_MAX_ITER = 3000
+#: The accelerated schedule, ``prune(W, H, method="prox", **FAST)``: FISTA momentum, lambda
+#: grown by 1.2 until the first groups are N:M, by 1.055 while they decide, by 2.5 for the
+#: last 2% (measured in ``benchmarks/prox_schedule.py``; not the default yet).
+FAST = {"momentum": "fista", "beta_start": 1.2, "beta": 1.055, "beta_tail": 2.5}
 
 
 def rescale_wanda(W_star, H):
@@ -77,6 +81,7 @@ def prox_prune(
     prox_tol=None,
     tail_tol=1e-4,
     momentum=None,
+    beta_start=None,
     beta_tail=None,
     verbose=None,
 ):
@@ -128,11 +133,14 @@ def prox_prune(
         ||W - P(W)||_F <= tail_tol ||W||_F (:func:`~sparseopt.solvers.proximal_gradient`).
     momentum : {None, "fista"}, default None
         None: the paper's Alg. 2. ``"fista"``: FISTA extrapolation with gradient restart
-        (:func:`~sparseopt.solvers.proximal_gradient`); with ``beta=1.05, beta_tail=1.2`` it
-        reaches N:M in 5-6x fewer iterations than the paper's schedule, at a lower local
-        loss on the MiniLM layers measured (``benchmarks/prox_schedule.py``).
+        (:func:`~sparseopt.solvers.proximal_gradient`). With :data:`FAST` (``beta_start=1.2,
+        beta=1.055, beta_tail=2.5``) it reaches N:M in about 100 iterations instead of the
+        paper schedule's 750-1050 on the MiniLM layers, at a local loss after +GD within
+        0.5% of it or lower (``benchmarks/prox_schedule.py``, ``docs/layer.md``).
+    beta_start : float, optional
+        Growth factor while fewer than 0.1% of the groups are N:M (default: ``beta``).
     beta_tail : float, optional
-        Growth factor once 99% of the groups are N:M (default: ``beta``).
+        Growth factor once 98% of the groups are N:M (default: ``beta``).
     verbose : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
         layers with at least 2^20 weights
@@ -210,7 +218,8 @@ def prox_prune(
     f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
     res = proximal_gradient(f, reg, lam0=float(lam0), beta=float(beta), step=eta,
                             x0=Wt_star, max_iter=max_iter, pattern=pattern, tail_tol=tail_tol,
-                            momentum=momentum, beta_tail=beta_tail, verbose=verbose, desc="prox")
+                            momentum=momentum, beta_start=beta_start, beta_tail=beta_tail,
+                            verbose=verbose, desc="prox")
     Wk, k = res.x, res.nit
     done = res.stop_reason == "x in pattern"
     projected = not done
@@ -223,7 +232,8 @@ def prox_prune(
     W_out = xp.where(mask, W_out, zero(W_out))
     info = {
         "nit": k, "stop_reason": stop, "projected": projected, "lam0": float(lam0),
-        "beta": float(beta), "beta_tail": res.info["beta_tail"], "momentum": momentum,
+        "beta": float(beta), "beta_start": res.info["beta_start"],
+        "beta_tail": res.info["beta_tail"], "momentum": momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"],
         "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
         "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),

@@ -18,15 +18,17 @@ __all__ = ["proximal_gradient"]
 VERBOSE_MIN_SIZE = 2**20
 
 
-#: The fraction of groups in the pattern from which ``beta_tail`` replaces ``beta``.
-TAIL_FRACTION = 0.99
+#: Fractions of groups in the pattern below which ``beta_start`` and from which
+#: ``beta_tail`` replace ``beta``.
+START_FRACTION = 0.001
+TAIL_FRACTION = 0.98
 
 MOMENTA = (None, "fista")
 
 
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
                       max_iter=1000, pattern=None, tail_tol=1e-4, momentum=None,
-                      beta_tail=None, verbose=None, desc="prox"):
+                      beta_start=None, beta_tail=None, verbose=None, desc="prox"):
     """x_{k+1} = prox_{lambda_k R}(y_k - step grad f(y_k)) with lambda_k = lam0 beta^k,
     y_k = x_k (plain proximal gradient) or the FISTA extrapolation of x_k.
 
@@ -64,10 +66,14 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         Candès (2015) that costs no extra product. With a growing lambda the extrapolation
         lets the iterate keep up with the moving minimiser of f + (lambda_k / step) R in
         fewer iterations (``benchmarks/prox_schedule.py``).
+    beta_start : float, optional
+        Growth factor while fewer than :data:`START_FRACTION` of the groups lie in
+        ``pattern`` (before the first groups decide, lambda only has to reach the range
+        where they do). Default: ``beta``. Needs ``pattern``.
     beta_tail : float, optional
         Growth factor once at least :data:`TAIL_FRACTION` of the groups lie in ``pattern``
         (the last groups decide late and need a large lambda; their weights are small).
-        Default: ``beta`` throughout.
+        Default: ``beta``. Needs ``pattern``.
     verbose : bool, optional
         tqdm progress bar; default on for variables with at least 2^20 entries.
     desc : str
@@ -104,9 +110,15 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     tail_tol = check_real(tail_tol, "tail_tol")
     if momentum not in MOMENTA:
         raise ValueError(f"momentum must be one of {MOMENTA}, got {momentum!r}")
-    beta_tail = beta if beta_tail is None else check_real(beta_tail, "beta_tail")
-    if beta_tail < 1:
-        raise ValueError(f"beta_tail must be >= 1, got {beta_tail!r}")
+    growth = {}
+    for name, value in (("beta_start", beta_start), ("beta_tail", beta_tail)):
+        growth[name] = beta if value is None else check_real(value, name)
+        if growth[name] < 1:
+            raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if value is not None and pattern is None:
+            raise ValueError(f"{name} needs a pattern (it depends on the fraction of groups "
+                             "in the pattern)")
+    beta_start, beta_tail = growth["beta_start"], growth["beta_tail"]
     if step is None:
         L = float(objective.lipschitz())
         step = 1.0 / L if L > 0 else 0.0
@@ -154,7 +166,8 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         hist["nm_fraction"].append(frac)
         hist["time"].append(time.perf_counter() - t0)
         k += 1
-        lam *= beta_tail if frac >= TAIL_FRACTION else beta
+        lam *= (beta_start if frac < START_FRACTION else
+                beta_tail if frac >= TAIL_FRACTION else beta)
         if momentum == "fista":
             if float(xp.sum((y - x_new) * (x_new - x))) > 0:  # moving uphill: restart
                 t, restarts = 1.0, restarts + 1
@@ -175,7 +188,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         bar.close()
     history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
     history["loss"] = history["objective"]
-    info = {"lam0": lam0, "beta": beta, "beta_tail": beta_tail,
+    info = {"lam0": lam0, "beta": beta, "beta_start": beta_start, "beta_tail": beta_tail,
             "lam_final": hist["lam"][-1] if k else lam0, "step": step, "momentum": momentum,
             "restarts": restarts}
     return SolverResult(x=x, history=history, nit=k, stop_reason=stop or "max_iter", info=info)
