@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from sparseopt.layer import methods as layer_methods
+from sparseopt.layer.prox import FAST
 from sparseopt.patterns import NM
 
 from .data import calibration_eval_split, token_batches
@@ -38,8 +39,10 @@ def all_methods() -> tuple:
 
 
 #: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
-#: pruner with the App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
+#: pruner with the accelerated schedule (:data:`sparseopt.layer.prox.FAST`) and with the
+#: App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
 VARIANTS = {
+    "prox-fast": ("prox", dict(FAST)),
     "prox-R0": ("prox", {"regularizer": "R0"}),
     "prox-R1": ("prox", {"regularizer": "R1"}),
     "prox-R2": ("prox", {"regularizer": "R2"}),

@@ -67,3 +67,19 @@ def test_proxsparse_run_learns_24_masks_and_is_evaluated(tmp_path, minilm):
     # the shared dense model is restored after training and evaluation
     first = get_weight(next(iter(find_layers(minilm[0].auto_model).values())))
     assert not NM(2, 4).satisfied(first.numpy())
+
+
+def test_prox_fast_variant_runs_the_fast_schedule(tmp_path, minilm):
+    from sparseopt.layer.prox import FAST
+    from sparseopt_torch.experiment import prune_runs
+
+    config = ExperimentConfig.make(n_calib=8, n_eval=24, batch_size=8, max_length=16,
+                                   refine_steps=2,
+                                   modules=r"^encoder\.layer\.0\.attention\.self\.query$")
+    res = prune_runs(str(tmp_path / "cmp"), ["prox-fast"], config, model=minilm,
+                     progress=False)["prox-fast"]
+    (rec,) = res.records
+    assert rec.method == "prox"
+    for key, value in FAST.items():  # the variant's options reached the pruner
+        assert rec.info[key] == value, key
+    assert rec.info["stop_reason"] == "W is N:M"
