@@ -54,7 +54,7 @@ import numpy as np
 from sparseopt.prox.thresholds import lemma10_thresholds
 from sparseopt.regularizers import prox_objective
 
-from ._report import figure, header, savefig, verdict
+from ._report import claim, figure, header, savefig, verdict
 
 NAME = "conjecture9"
 LAM = 1.0
@@ -143,6 +143,84 @@ def conjecture9_run(z, lam, *, max_iter=20000, tol=1e-14):
         if active.size == 0:
             break
     return w, left, n_iter
+
+
+def conjecture9_run_k(z, lam, *, max_iter=20000, tol=1e-14):
+    """The Conjecture 9 iteration for any k (here k = 3, problem (13)) on the transcribed
+    gradient and Hessian of ``check_kubler_lemma5`` (eq. 12, 23), with ``eigvalsh`` at every
+    iterate. Returns (w, left_psd, n_iter) like :func:`conjecture9_run`."""
+    from .check_kubler_lemma5 import gradient, hessian
+
+    z = np.asarray(z, dtype=np.float64)
+    G = z.shape[0]
+    w = np.zeros_like(z)
+    left = np.zeros(G, dtype=bool)
+    n_iter = np.zeros(G, dtype=np.int64)
+    active = np.arange(G)
+    scale = tol * (1.0 + np.linalg.norm(z, axis=1))
+    for k in range(1, max_iter + 1):
+        wa = w[active]
+        w_new = np.maximum(wa - 0.25 * gradient(wa, z[active], lam), 0.0)
+        left[active[np.linalg.eigvalsh(hessian(w_new, np.full(len(active), lam)))[:, 0] < -1e-12]] = True
+        step = np.linalg.norm(w_new - wa, axis=1)
+        w[active] = w_new
+        n_iter[active] = k
+        active = active[step > scale[active]]
+        if active.size == 0:
+            break
+    return w, left, n_iter
+
+
+def three_sparse(rng, quick):
+    """Sec. 3.5, "the same considerations ... apply to the 3-sparse case": Conjecture 9 for
+    problem (13). Instances z in R^3 (iid |N(0,1)| or nearly tied 1.6 + 0.01 |N(0,1)|), lam = 1,
+    scaled so lam / (z3 / (z1 z2)) is log-uniform in [0.2, 1.5]; kept when the 2:3 prox (EnumALM)
+    is dense. Library EnumPGD on m = 3 (its one run is the iteration on g) on all, with the
+    Hessian flag; reference optimum: best of EnumALM and EnumPGD, and EnumIPM on a subsample;
+    the exact iteration re-run by ``conjecture9_run_k`` on the flagged / disagreeing instances
+    and a random control set. Returns (counterexamples, PGD failures, kept, rechecked, IPM excess)."""
+    from sparseopt import NM
+    from sparseopt.prox import prox_nm
+    from sparseopt.prox.pgd import enum_pgd_sorted
+
+    count = 3000 if quick else 300_000
+    z0 = np.sort(np.abs(rng.standard_normal((count, 3))), axis=1)[:, ::-1].copy()
+    tied = rng.random(count) < 0.3
+    z0[tied] = 1.6 + 0.01 * np.sort(np.abs(rng.standard_normal((int(tied.sum()), 3))), axis=1)[:, ::-1]
+    z0 = np.sort(np.maximum(z0, 1e-3), axis=1)[:, ::-1].copy()
+    s = np.exp(rng.uniform(np.log(0.2), np.log(1.5), count))
+    z = z0 * (s * z0[:, 2] / (z0[:, 0] * z0[:, 1]))[:, None]
+    w_alm = prox_nm(z, LAM, 2, 3, method="alm")
+    w_pgd, info = enum_pgd_sorted(z, LAM, 2, 1e-12, 100_000, return_info=True)
+    f_alm = prox_objective(w_alm, z, LAM, NM(2, 3))[:, 0]
+    f_pgd = prox_objective(w_pgd, z, LAM, NM(2, 3))[:, 0]
+    w_ref = np.where((f_pgd < f_alm)[:, None], w_pgd, w_alm)
+    f_ref = np.minimum(f_alm, f_pgd)
+    sub = rng.choice(count, size=min(count, 200 if quick else 5000), replace=False)
+    w_ipm = prox_nm(z[sub], LAM, 2, 3, method="ipm")
+    f_ipm = prox_objective(w_ipm, z[sub], LAM, NM(2, 3))[:, 0]
+    ipm_excess = float(np.max((f_ipm - f_ref[sub]) / np.maximum(1.0, np.abs(f_ref[sub]))))
+    better = f_ipm < f_ref[sub]
+    w_ref[sub[better]], f_ref[sub[better]] = w_ipm[better], f_ipm[better]
+    dense = np.all(w_ref > 0, axis=1)
+    scale = np.maximum(1.0, np.abs(f_ref))
+    pgd_fail = dense & (((f_pgd - f_ref) / scale > F_TOL) | (np.max(np.abs(w_pgd - w_ref), axis=1) > W_TOL))
+    flagged = np.flatnonzero(dense & (info["left_psd_runs"][:, 0] | pgd_fail))
+    control = rng.choice(np.flatnonzero(dense), size=min(int(dense.sum()), 300 if quick else 20000), replace=False)
+    recheck = np.union1d(flagged, control)
+    w_own, left_own, _ = conjecture9_run_k(z[recheck], LAM)
+    f_own = prox_objective(w_own, z[recheck], LAM, NM(2, 3))[:, 0]
+    miss = ((f_own - f_ref[recheck]) / scale[recheck] > F_TOL) | (
+        np.max(np.abs(w_own - w_ref[recheck]), axis=1) > W_TOL)
+    counter = recheck[left_own | miss]
+    for i in counter[:5]:
+        figure("COUNTEREXAMPLE (3-sparse)", f"z={z[i].tolist()} lam={LAM} w*={w_ref[i].tolist()}")
+    figure("3-sparse case (problem 13)", f"{count} instances, {int(dense.sum())} with a dense 2:3 optimum; "
+                                         f"library flag on {int(info['left_psd_runs'][dense, 0].sum())}; "
+                                         f"own iteration on {recheck.size}: left PSD {int(left_own.sum())}, "
+                                         f"missed the optimum {int(miss.sum())}; EnumPGD failures "
+                                         f"{int(pgd_fail.sum())}; IPM excess on {sub.size}: {ipm_excess:.1e}")
+    return counter.size, int(pgd_fail.sum()), int(dense.sum()), recheck.size, ipm_excess
 
 
 def run(out_dir, quick=False):
@@ -270,6 +348,14 @@ def run(out_dir, quick=False):
                       f"counterexamples: {counter.size}", fontsize=9)
     savefig(fig, out_dir, "conjecture9.png")
 
-    ok = counter.size == 0 and not pgd_fail.any() and ipm_off_sub <= F_TOL and N >= target
+    c3, fail3, kept3, re3, ipm3 = three_sparse(rng, quick)
+    ok4 = claim("kubler-conj9", f"{N} dense-optimum instances: {counter.size} counterexamples of the exact "
+                                f"iteration ({recheck.size} re-run), {int(pgd_fail.sum())} EnumPGD failures, "
+                                f"IPM excess {ipm_off_sub:.1e} <= {F_TOL:g}",
+                counter.size == 0 and not pgd_fail.any() and ipm_off_sub <= F_TOL and N >= target)
+    ok3 = claim("kubler-conj9-3sparse", f"{kept3} dense-optimum instances of (13): {c3} counterexamples "
+                                        f"({re3} re-run), {fail3} EnumPGD failures, IPM excess {ipm3:.1e}",
+                c3 == 0 and fail3 == 0 and ipm3 <= F_TOL and kept3 > 0)
+    ok = ok4 and ok3
     return verdict(NAME, ok, f"{counter.size} counterexamples, {int(pgd_fail.sum())} EnumPGD failures "
                              f"in {N} dense instances")

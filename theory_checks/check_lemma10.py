@@ -19,6 +19,16 @@ exact), which is why the IPM subsample matters; how often ALM is beaten by IPM t
 printed (solver accuracy itself is the claim of ``check_table1``). At every confirmed
 3-sparse optimum (support = top 3) the sharp condition ``lam e_2(w*_{1:3}) >= z_4`` is
 checked to -1e-9 (a KKT condition of the optimum).
+
+Also the two consequences of the KKT conditions in the proof of Lemma 10: w* <= z
+(entrywise) and, where r_{2:4}(w*) != 0, lam = (z.w* - ||w*||^2) / (3 r_{2:4}(w*)) (from
+grad f(w*).w* = 0 and Euler's identity), on every ALM optimum: |3 lam r - z.w* + ||w*||^2| <=
+1e-9 (z.w* + ||w*||^2 + 3 lam r).
+
+Claims ``kubler-lemma10-2sparse``, ``kubler-lemma10-3sparse`` (weak form),
+``kubler-lemma10-sharp`` and ``kubler-lemma10-kkt``. What would make it fail: a sparse optimum
+below a threshold (a wrong solver or a wrong threshold formula, e.g. off by a factor 2), a
+3-sparse optimum with lam e_2(w*_{1:3}) < z_4, an optimum that is not a KKT point.
 """
 
 
@@ -29,7 +39,7 @@ import numpy as np
 from sparseopt.prox.thresholds import lemma10_thresholds
 from sparseopt.regularizers import prox_objective
 
-from ._report import figure, header, savefig, verdict
+from ._report import claim, figure, header, savefig, verdict
 
 NAME = "lemma10"
 
@@ -131,6 +141,29 @@ def run(out_dir, quick=False):
     axes[1].set_title("Lemma 10.2: no 3-sparse optimum left of the line", fontsize=9)
     savefig(fig, out_dir, "lemma10.png")
 
+    # KKT consequences in the proof: w* <= z, lam = (z.w - ||w||^2) / (3 r(w)) where r != 0
+    from sparseopt.regularizers import r_nm_groups
+
+    above = float(np.max((w - z) / np.maximum(z, 1e-300)))
+    r = np.asarray(r_nm_groups(w))[:, 0]
+    zw, ww = np.sum(z * w, axis=1), np.sum(w * w, axis=1)
+    # grad f(w*).w* = ||w*||^2 - z.w* + 3 lam r(w*) = 0, relative to the size of its terms
+    kkt_err = float(np.max(np.abs(ww - zw + 3.0 * lam * r) / (ww + zw + 3.0 * lam * r)))
+    figure("KKT: max (w* - z)/z, and |grad f(w*).w*| = |3 lam r - (z.w* - ||w*||^2)| relative",
+           f"{above:.1e}, {kkt_err:.1e} on {count} optima ({int(np.sum(r > 0))} with r > 0)")
+
     n_viol = int(viol2.sum() + viol3.sum() + viol2_b.sum() + viol3_b.sum() + sharp_b.sum())
-    ok = n_viol == 0 and (lam < lam2[sub]).sum() > 0 and (lam < lam3[sub]).sum() > 0
+    ok2 = claim("kubler-lemma10-2sparse", f"{int(viol2.sum())} / {int(viol2_b.sum())} 2-sparse optima (ALM / best "
+                                          f"of ALM, IPM) among {int((lam < lam2).sum())} / "
+                                          f"{int((lam < lam2[sub]).sum())} instances with lam < z3/(z1 z2)",
+                viol2.sum() == 0 and viol2_b.sum() == 0 and (lam < lam2[sub]).sum() > 0)
+    ok3 = claim("kubler-lemma10-3sparse", f"{int(viol3.sum())} / {int(viol3_b.sum())} 3-sparse optima among "
+                                          f"{int((lam < lam3).sum())} / {int((lam < lam3[sub]).sum())} instances "
+                                          f"with lam < z4/e2(z_1:3)",
+                viol3.sum() == 0 and viol3_b.sum() == 0 and (lam < lam3[sub]).sum() > 0)
+    oks = claim("kubler-lemma10-sharp", f"{int(sharp_b.sum())} of {int(np.sum(supp_b == 3))} confirmed 3-sparse "
+                                        f"optima with lam e2(w*_1:3) < z4", sharp_b.sum() == 0 and np.sum(supp_b == 3) > 0)
+    okk = claim("kubler-lemma10-kkt", f"max (w* - z)/z = {above:.1e} <= 0; |grad f(w*).w*| rel. {kkt_err:.1e} "
+                                      f"<= 1e-9", above <= 0.0 and kkt_err <= 1e-9)
+    ok = n_viol == 0 and ok2 and ok3 and oks and okk
     return verdict(NAME, ok, f"{n_viol} violations in {count} instances")

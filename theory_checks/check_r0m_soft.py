@@ -2,12 +2,31 @@
 
 r_{0:M}(w) = e_1(|w|) = sum_i |w_i| (prox24-kubler eq. 6 with N = 0), hence
 prox_{lam r_{0:M}}(y) = sign(y) max(|y| - lam, 0) coordinatewise (proxsparse-liu Fact 5 is
-the one-dimensional case). Checked for every ``prox_nm`` method that accepts ``n = 0`` (the
-others must refuse it with a ValueError, which is reported), for M in {1, 2, 4, 8}, and for
-the sorted-domain EnumALM kernel ``enum_alm_sorted(z, lam, 0, ...)`` directly (its
-alternating soft-thresholding with e_0 = 1 must reduce to one soft-threshold), against the
-explicit formula, on y ~ N(0, 1) with exact zeros, ties and both signs, in float64 and
-float32. Criterion: max abs difference <= 1e-12 (float64) and <= 1e-6 (float32).
+the one-dimensional case).
+
+``prox_nm(y, lam, 0, M)`` answers with the closed form ``closed_form.prox_r0m`` for every
+method, so comparing it with the formula alone would test one transcription against
+another. The references here are independent of that closed form:
+
+1. the general N:M solver forced through n = 0: the EnumALM kernel on the signed, unsorted
+   groups (``alm._run_groups(y, lam, 0, ...)``, its own Lemma 3 reduction, support
+   enumeration and alternating soft-thresholding with e_0 = 1) and on sorted groups
+   (``enum_alm_sorted(z, lam, 0, ...)``);
+2. the multi-start brute force ``prox_bruteforce(y, lam, NM(0, M))`` (L-BFGS-B on
+   0.5 ||u - |y|||^2 + lam e_1(u), no sorting, no closed form) on a subsample, M in {1, 2, 4}:
+   the closed form must not be worse than brute force (objective excess <= 1e-12 relative)
+   and must agree with it in w to 1e-7 (L-BFGS-B accuracy);
+3. the explicit formula sign(y) max(|y| - lam, 0) (a transcription of Fact 5), and
+   r_nm_groups(w, NM(0, M)) = ||w||_1 (eq. 6 with N = 0).
+
+On y ~ N(0, 1) with exact zeros, ties and both signs, M in {1, 2, 4, 8}, lam in {0, 0.1, 0.5,
+1, 3}, float64 and float32 (dtype and shape of the result checked). Methods that refuse
+n = 0 with a ValueError are reported. Criterion: max abs difference of ``prox_nm`` from the
+ALM kernel and from the formula <= 1e-12 (float64) / 1e-6 (float32); kernels vs the formula
+<= 1e-12; brute force as in 2.
+
+Claim ``liu-fact5-r0m-soft``. What would make it fail: a closed form with a wrong threshold
+(e.g. lam / 2 or 2 lam), hard instead of soft thresholding, a lost sign, a changed dtype.
 """
 
 from __future__ import annotations
@@ -15,11 +34,12 @@ from __future__ import annotations
 import numpy as np
 
 from sparseopt import NM
-from sparseopt.regularizers import r_nm_groups
+from sparseopt.regularizers import prox_objective, r_nm_groups
 
-from ._report import figure, header, savefig, verdict
+from ._report import claim, figure, header, savefig, verdict
 
 NAME = "r0m_soft"
+LAMS = (0.0, 0.1, 0.5, 1.0, 3.0)
 
 
 def _inputs(rng, groups, m, dtype):
@@ -31,52 +51,82 @@ def _inputs(rng, groups, m, dtype):
     return y.astype(dtype)
 
 
+def soft(y, lam):
+    """Fact 5 transcribed: sign(y) max(|y| - lam, 0), in float64."""
+    y = np.asarray(y, dtype=np.float64)
+    return np.sign(y) * np.maximum(np.abs(y) - lam, 0.0)
+
+
 def run(out_dir, quick=False):
     from sparseopt.prox import prox_nm
-    from sparseopt.prox.alm import enum_alm_sorted
+    from sparseopt.prox.alm import _run_groups, enum_alm_sorted
+    from sparseopt.prox.reference import prox_bruteforce
 
     header(NAME, "prox of lam r_{0:M} = lam ||.||_1 is soft-thresholding sign(y) max(|y| - lam, 0)")
     rng = np.random.default_rng(0)
     groups = 500 if quick else 5000
-    lams = [0.0, 0.1, 0.5, 1.0, 3.0]
-    worst = {}
+    worst = {}  # (method, M, dtype) -> max |prox_nm - ALM kernel|, |prox_nm - formula|
     refused = []
+    bad_output = []
     for meth in ("alm", "pgd", "ipm"):
         for m in (1, 2, 4, 8):
             for dtype in (np.float64, np.float32):
                 y = _inputs(rng, groups, m, dtype)
-                err = 0.0
+                e_kernel = e_formula = 0.0
                 try:
-                    for lam in lams:
+                    for lam in LAMS:
                         w = prox_nm(y, lam, 0, m, method=meth)
-                        ref = np.sign(y) * np.maximum(np.abs(y) - dtype(lam), 0)
                         if w.dtype != y.dtype or w.shape != y.shape:  # a silent dtype change fails
-                            figure("wrong output", f"{meth}: {w.dtype}{w.shape} for {y.dtype}{y.shape}")
-                            err = np.inf
+                            bad_output.append(f"{meth}: {w.dtype}{w.shape} for {y.dtype}{y.shape}")
                             continue
-                        err = max(err, float(np.max(np.abs(w.astype(np.float64) - ref.astype(np.float64)))))
+                        w64 = w.astype(np.float64)
+                        # the general solver with n = 0, on the float64 input (it computes in
+                        # float64 for both dtypes)
+                        y64 = np.ascontiguousarray(y.astype(np.float64))
+                        ref, _, _ = _run_groups(y64, lam, 0, 1e-14, 10_000)
+                        e_kernel = max(e_kernel, float(np.max(np.abs(w64 - ref))))
+                        e_formula = max(e_formula, float(np.max(np.abs(w64 - soft(y64, lam)))))
                 except ValueError as exc:
                     refused.append(f"{meth} (M={m}): {exc}")
                     break
-                worst[(meth, m, np.dtype(dtype).name)] = err
+                worst[(meth, m, np.dtype(dtype).name)] = (e_kernel, e_formula)
     for meth in ("alm", "pgd", "ipm"):
         got = {k: v for k, v in worst.items() if k[0] == meth}
         if got:
-            figure(f"prox_nm(method={meth!r}, n=0)",
-                   ", ".join(f"M={k[1]} {k[2]}: {v:.1e}" for k, v in got.items()))
+            figure(f"prox_nm(method={meth!r}, n=0) vs ALM kernel / formula",
+                   ", ".join(f"M={k[1]} {k[2]}: {v[0]:.1e}/{v[1]:.1e}" for k, v in got.items()))
     for r in refused:
         figure("refused n=0", r)
+    for b in bad_output:
+        figure("wrong output", b)
 
-    # the EnumALM kernel itself, with n = 0, in the sorted domain
+    # the sorted-domain kernel with n = 0
     z = np.sort(np.abs(rng.standard_normal((groups, 4))), axis=1)[:, ::-1].copy()
     z[::3, 3] = 0.0
     kernel_err = 0.0
-    for lam in lams:
+    for lam in LAMS:
         w = enum_alm_sorted(z, lam, 0, 1e-14, 1000)
-        kernel_err = max(kernel_err, float(np.max(np.abs(w - np.maximum(z - lam, 0.0)))))
-    figure("enum_alm_sorted(z, lam, n=0)", f"max |w - max(z - lam, 0)| = {kernel_err:.1e}")
+        kernel_err = max(kernel_err, float(np.max(np.abs(w - soft(z, lam)))))
+        w, _, _ = _run_groups(np.ascontiguousarray(z), lam, 0, 1e-14, 1000)
+        kernel_err = max(kernel_err, float(np.max(np.abs(w - soft(z, lam)))))
+    figure("ALM kernels with n=0 vs formula", f"{kernel_err:.1e}")
     l1_err = float(np.max(np.abs(r_nm_groups(z, NM(0, 4))[..., 0] - np.abs(z).sum(axis=1))))
     figure("r_{0:4}(w) - ||w||_1", f"{l1_err:.1e}")
+
+    # independent brute force (multi-start L-BFGS-B on e_1), closed form must be as good
+    n_bf = 8 if quick else 60
+    bf_excess = bf_w = 0.0
+    for m in (1, 2, 4):
+        y = _inputs(rng, n_bf, m, np.float64)
+        for lam in (0.1, 0.5, 1.0):
+            w = prox_nm(y, lam, 0, m)
+            wb = prox_bruteforce(y, lam, NM(0, m), starts=2)
+            fw = prox_objective(w, y, lam, NM(0, m))[:, 0]
+            fb = prox_objective(wb, y, lam, NM(0, m))[:, 0]
+            bf_excess = max(bf_excess, float(np.max((fw - fb) / np.maximum(1.0, np.abs(fb)))))
+            bf_w = max(bf_w, float(np.max(np.abs(w - wb))))
+    figure("prox_nm(n=0) vs prox_bruteforce(NM(0, M)), M in {1, 2, 4}",
+           f"objective excess {bf_excess:.1e}, max |w diff| {bf_w:.1e}")
 
     import matplotlib.pyplot as plt
 
@@ -86,14 +136,20 @@ def run(out_dir, quick=False):
         if (meth, 4, "float64") in worst:
             ax.plot(yy, prox_nm(np.repeat(yy, 4).reshape(-1, 4), 0.5, 0, 4, method=meth)[:, 0],
                     ls={"alm": "-", "pgd": "--", "ipm": ":"}[meth], label=f"{meth}, lam=0.5")
-    ax.plot(yy, np.sign(yy) * np.maximum(np.abs(yy) - 0.5, 0), "k", lw=0.6, label="soft threshold")
+    ax.plot(yy, soft(yy, 0.5), "k", lw=0.6, label="soft threshold")
     ax.set_xlabel("y")
     ax.set_ylabel("prox")
     ax.legend(fontsize=8)
     savefig(fig, out_dir, "r0m_soft.png")
 
-    ok = bool(worst) and kernel_err <= 1e-12 and l1_err <= 1e-12 and all(
-        v <= (1e-12 if k[2] == "float64" else 1e-6) for k, v in worst.items()
-    ) and ("alm", 4, "float64") in worst
-    return verdict(NAME, ok, f"{len(worst)} method/M/dtype cases, worst {max(worst.values()):.1e}"
-                             if worst else "no method accepted n=0")
+    def tol(dt):
+        return 1e-12 if dt == "float64" else 1e-6
+
+    prox_ok = bool(worst) and not bad_output and ("alm", 4, "float64") in worst and all(
+        max(v) <= tol(k[2]) for k, v in worst.items())
+    w_max = max((max(v) for v in worst.values()), default=np.inf)
+    ok = prox_ok and kernel_err <= 1e-12 and l1_err <= 1e-12 and bf_excess <= 1e-12 and bf_w <= 1e-7
+    claim("liu-fact5-r0m-soft", f"{len(worst)} method/M/dtype cases: max |prox_nm - ALM kernel or formula| "
+                             f"{w_max:.1e} (<= 1e-12 / 1e-6 for float32); kernels {kernel_err:.1e}; brute force "
+                             f"excess {bf_excess:.1e}, w {bf_w:.1e} <= 1e-7", ok)
+    return verdict(NAME, ok, f"{len(worst)} method/M/dtype cases, worst {w_max:.1e}; brute force {bf_w:.1e}")
