@@ -204,7 +204,10 @@ def test_one_shot_methods_against_bruteforce(method):
     W_star, H, _ = random_layer(rng, 2, 8)
     res = prune(W_star, H, method=method)
     assert_valid_result(res, W_star, H, NM(2, 4))
-    assert res.history == {}
+    # one-shot: no iterations, so the common history keys hold empty curves
+    assert set(res.history) == {"objective", "time", "refine_loss"}
+    assert all(v.shape == (0,) for v in res.history.values())
+    assert res.nit == 0 and res.stop_reason == "one-shot (no iterations)"
     best, _ = brute_force_layer(W_star, H)
     assert best <= res.loss + 1e-12
     # masked W* is what both one-shot methods return
@@ -321,25 +324,35 @@ def test_every_method_contract(method):
     gd = prune(W_star, H, method=method, refine_steps=50)
     assert gd.loss <= res.loss * (1 + 1e-5) + 1e-9
     assert len(gd.history["refine_loss"]) == 50
+    # the same history keys for every method: one piece of code plots any result
+    for r in (res, gd):
+        assert {"objective", "time", "refine_loss"} <= set(r.history)
+        it, curve = r.curve("objective")
+        assert curve.dtype == np.float64 and len(curve) == len(r.history["time"])
+        assert (len(curve) == 0) == (r.nit == 0)  # empty exactly for one-shot methods
+        assert r.stop_reason
+    assert len(res.history["refine_loss"]) == 0
 
 
 def test_psd_tolerance_scales_with_the_precision_of_H():
-    """A float32 H = X X' / n of a square (hence nearly singular) 4096 x 4096 X, formed by a
-    float32 product, is a Hessian any GPU user would pass: accepted. The same rounding-size
-    negative eigenvalue in a float64 H is refused (its tolerance is float64's)."""
+    """A float32 H = X X' / n formed by a float32 product is a Hessian any GPU user would
+    pass: accepted. Its rounding can leave eigenvalues below zero: certainly when X has
+    fewer columns than rows (H singular; here 2048 x 1024), and depending on the BLAS for
+    the square 4096 x 4096 X of the issue. The same rounding-size negative eigenvalue in a
+    float64 H is refused (its tolerance is float64's)."""
     from sparseopt.validation import check_psd, psd_tolerance
 
     rng = np.random.default_rng(0)
-    d = 4096
-    X = rng.standard_normal((d, d), dtype=np.float32)
-    H32 = X @ X.T / np.float32(d)
-    gmin = float(np.linalg.eigvalsh(H32.astype(np.float64))[0])
-    tol32 = psd_tolerance(H32)
-    assert gmin < -1.1e-10 * float(np.max(np.diag(H32)))  # the old absolute tolerance fails
-    assert -gmin < tol32  # within the float32 tolerance, with room
-    W = rng.standard_normal((4, d)).astype(np.float32)
-    res = prune(W, H32, method="magnitude")
-    assert NM(2, 4).satisfied(res.W)
+    for d, r in ((4096, 4096), (2048, 1024)):
+        X = rng.standard_normal((d, r), dtype=np.float32)
+        H32 = X @ X.T / np.float32(r)
+        gmin = float(np.linalg.eigvalsh(H32.astype(np.float64))[0])
+        assert -gmin < psd_tolerance(H32)  # within the float32 tolerance, with room
+        W = rng.standard_normal((4, d)).astype(np.float32)
+        res = prune(W, H32, method="magnitude")
+        assert NM(2, 4).satisfied(res.W)
+    # the singular case does go below zero, where the old absolute tolerance refused it
+    assert gmin < -1.1e-10 * float(np.max(np.diag(H32)))
     # a float64 H with an eigenvalue of the same size below zero is not PSD in float64
     v = rng.standard_normal(64)
     v /= np.linalg.norm(v)

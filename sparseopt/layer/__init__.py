@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 import time as _time
 
+import numpy as np
+
 from ..backend import namespace, synchronize, zero
 from ..patterns import NM
 from ..validation import check_int
@@ -21,7 +23,16 @@ from .registry import LayerMethod, get_method, methods, register
 from .result import PruneResult
 
 __all__ = ["prune", "PruneResult", "layer_loss", "masked_gd", "gamma_max", "methods",
-           "register", "get_method", "LayerMethod", "PAPER_REFINE_STEPS"]
+           "register", "get_method", "LayerMethod", "PAPER_REFINE_STEPS", "COMMON_HISTORY_KEYS",
+           "ONE_SHOT"]
+
+#: History keys of every :class:`PruneResult` (float64 arrays, empty where they do not
+#: apply): ``objective`` (local loss of each iterate) and ``time`` of the method's own
+#: iterations, ``refine_loss`` (loss before each masked gradient step of "+GD").
+COMMON_HISTORY_KEYS = ("objective", "time", "refine_loss")
+
+#: ``stop_reason`` of a method that does not iterate (magnitude, wanda, sparsegpt).
+ONE_SHOT = "one-shot (no iterations)"
 
 #: Masked gradient steps after freezing the mask in prox24-kubler's "+GD" runs (Sec. 4).
 PAPER_REFINE_STEPS = 1000
@@ -108,6 +119,10 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
                         f"{type(res).__name__}")
     W_out, mask = res.x, res.mask
     history, info = dict(res.history), dict(res.info)
+    # the same keys for every method, so one piece of code plots any result: a one-shot
+    # method has no iterations (empty curves), a run without +GD an empty refine_loss
+    for key in COMMON_HISTORY_KEYS:
+        history.setdefault(key, np.empty(0))
     if refine_steps > 0:
         g = gamma_max(Hs)
         if g > 0:
@@ -130,7 +145,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, **options) -> P
         rel = loss / base
     else:
         rel = 0.0 if loss == 0 else float("inf")
-    return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=res.stop_reason,
+    stop_reason = res.stop_reason or ONE_SHOT
+    return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=stop_reason,
                        history=history, info=info, rel_loss=rel, time=elapsed,
                        method=spec.name)
 

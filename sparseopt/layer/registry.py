@@ -27,7 +27,8 @@ The contract of a method ``fn(W, H, pattern, **options)`` (see docs/contributing
   dtype and library) and ``mask`` (bool, the support; n entries per group so that "+GD" may
   use all slots), plus ``nit``, ``stop_reason``, ``history`` (with ``objective`` = the local
   loss and ``time`` when it iterates) and ``info`` where the method has them. ``prune``
-  adds the loss, relative loss, time, refinement and method name.
+  adds the loss, relative loss, time, refinement and method name, and gives the history
+  the common keys (``COMMON_HISTORY_KEYS``, empty where they do not apply).
 """
 
 from __future__ import annotations

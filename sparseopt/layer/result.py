@@ -34,12 +34,16 @@ class PruneResult(Result):
         ``loss / Tr(W* H W*')``: 1.0 is the loss of pruning everything; 0.0 if both are 0,
         ``inf`` if only the denominator is 0.
     nit, stop_reason : int, str
-        Iterations of the method and why it stopped (0 and "" for one-shot methods).
+        Iterations of the method and why it stopped (0 and
+        ``sparseopt.layer.ONE_SHOT`` for one-shot methods).
     history : dict of str -> ndarray
-        Per-iteration records of iterative methods (empty for one-shot methods), always with
-        ``objective`` (the local loss L of the iterate) and ``time``; e.g. ``lam``, ``loss``,
-        ``nm_fraction`` for prox. ``refine_loss`` holds the loss before each masked gradient
-        step when ``refine_steps > 0``.
+        Per-iteration float64 records. :func:`sparseopt.prune` gives every result the keys
+        ``sparseopt.layer.COMMON_HISTORY_KEYS``: ``objective`` (the local loss L of each
+        iterate) and ``time`` (one entry per iteration of the method; empty for one-shot
+        methods) and ``refine_loss`` (the loss before each masked gradient step of "+GD";
+        empty when ``refine_steps == 0``), so that the same code plots any result
+        (``res.curve("objective")``). Methods add their own keys, e.g. ``lam``,
+        ``nm_fraction`` for prox.
     time : float
         Wall time in seconds of the method itself plus its refinement (input validation and
         the final loss evaluation are excluded).
