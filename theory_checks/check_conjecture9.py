@@ -43,6 +43,12 @@ EnumIPM is within 1e-9 (relative objective) of the reference on its subsample; (
 number of instances was kept. The library's flag counts, the filter's misses, ALM's misses
 on the subsample and the flag-vs-control comparison are printed, not judged. Each
 counterexample is printed (z, lam, what failed).
+
+Claims ``kubler-conj9`` (the dense case, eq. 14) and ``kubler-conj9-3sparse`` (the same for
+eq. 13). What would make it fail: a true counterexample (an iterate leaving the PSD region,
+or a limit other than w*), an EnumPGD that does not reach the dense optimum (e.g. stopped
+after too few iterations or with a wrong step or lam: ``tests/test_theory_checks_broken.py``
+caps it at 200 iterations), an EnumIPM above the reference.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""The repaired prox theory checks FAIL on deliberately broken implementations (issue 11,
+acceptance: "for each repaired check, a test shows it fails on a deliberately broken
+implementation").
+
+Each test monkeypatches one library function the check calls (a lam off by a factor 2, a
+wrong exponent, hard instead of soft thresholding, a solver stopped too early), runs the
+check in quick mode and asserts that it returns False and that the claim the break should
+hit is recorded as failed. The unbroken runs are in ``test_theory_checks_prox.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import sparseopt.prox as prox_pkg
+import sparseopt.prox.pgd as pgd_mod
+from sparseopt.threads import one_thread
+from theory_checks._report import take_claims
+
+
+def _run_broken(name, tmp_path):
+    """Run check ``name`` in quick mode; return (ok, {claim id: passed})."""
+    module = importlib.import_module(f"theory_checks.check_{name}")
+    take_claims()
+    try:
+        with one_thread():
+            ok = module.run(str(tmp_path), quick=True)
+    finally:
+        got = take_claims()
+    return ok, {cid: passed for cid, (_, passed) in got.items()}
+
+
+def _prox_lam_times(factor, methods=None):
+    """``prox_nm`` solving at ``factor * lam`` (for ``methods``, default all)."""
+    orig = prox_pkg.prox_nm
+
+    def broken(y, lam, n=2, m=4, *, method="alm", **kw):
+        if methods is None or method in methods:
+            lam = factor * lam
+        return orig(y, lam, n, m, method=method, **kw)
+
+    return broken
+
+
+def test_lemma10_fails_with_lam_off_by_2(monkeypatch, tmp_path):
+    # a solver at 2 lam sparsifies below the thresholds of Lemma 10
+    monkeypatch.setattr(prox_pkg, "prox_nm", _prox_lam_times(2.0))
+    ok, got = _run_broken("lemma10", tmp_path)
+    assert ok is False
+    assert got["kubler-lemma10-2sparse"] is False
+    assert got["kubler-lemma10-kkt"] is False  # lam = (z.w - ||w||^2) / (3 r) no longer holds
+
+
+def test_lemma10_fails_with_threshold_off_by_2(monkeypatch, tmp_path):
+    import theory_checks.check_lemma10 as chk
+
+    orig = chk.lemma10_thresholds
+    monkeypatch.setattr(chk, "lemma10_thresholds", lambda z: tuple(2.0 * np.asarray(t) for t in orig(z)))
+    ok, got = _run_broken("lemma10", tmp_path)
+    assert ok is False
+    assert got["kubler-lemma10-2sparse"] is False or got["kubler-lemma10-3sparse"] is False
+
+
+def test_paths_fails_when_one_solver_is_off(monkeypatch, tmp_path):
+    # EnumPGD solving at 1.5 lam: the three solution paths no longer agree
+    monkeypatch.setattr(prox_pkg, "prox_nm", _prox_lam_times(1.5, methods=("pgd",)))
+    ok, got = _run_broken("paths", tmp_path)
+    assert ok is False
+    assert got["liu-fig3-paths"] is False
+
+
+def test_paths_fails_when_every_solver_is_off_by_2(monkeypatch, tmp_path):
+    # all three agree, but the paths sparsify before the Lemma 10 thresholds of Fig. 1
+    monkeypatch.setattr(prox_pkg, "prox_nm", _prox_lam_times(2.0))
+    ok, got = _run_broken("paths", tmp_path)
+    assert ok is False
+    assert got["liu-fig3-paths"] is True
+    assert got["kubler-fig1-thresholds"] is False
+
+
+@pytest.mark.parametrize("broken", ["half_threshold", "hard_threshold"])
+def test_r0m_soft_fails_with_wrong_closed_form(broken, monkeypatch, tmp_path):
+    def prox_r0m(y, lam):
+        y = np.asarray(y)
+        a = np.abs(y.astype(np.float64))
+        if broken == "half_threshold":
+            t = np.maximum(a - 0.5 * float(lam), 0.0)
+        else:
+            t = np.where(a > lam, a, 0.0)
+        return np.where(y < 0, -t, t).astype(y.dtype)
+
+    # prox_nm(n=0) answers with this closed form for every method
+    monkeypatch.setattr(prox_pkg, "prox_r0m", prox_r0m)
+    ok, got = _run_broken("r0m_soft", tmp_path)
+    assert ok is False
+    assert got["liu-fact5-r0m-soft"] is False
+
+
+def test_scale_covariance_fails_with_wrong_exponent(monkeypatch, tmp_path):
+    # solve every group as z / z_1 with lam z_1^N instead of lam z_1^(N-1)
+    orig = prox_pkg.prox_nm
+
+    def broken(y, lam, n=2, m=4, *, method="alm", **kw):
+        y = np.asarray(y, dtype=np.float64)
+        g = y.reshape(-1, m)
+        s = np.maximum(np.max(np.abs(g), axis=1, keepdims=True), 1e-300)
+        out = np.empty_like(g)
+        for i in range(g.shape[0]):  # one lam per group: a loop (quick sizes only)
+            out[i] = s[i, 0] * orig(g[i:i + 1] / s[i], lam * s[i, 0] ** n, n, m, method=method, **kw)[0]
+        return out.reshape(y.shape)
+
+    monkeypatch.setattr(prox_pkg, "prox_nm", broken)
+    ok, got = _run_broken("scale_covariance", tmp_path)
+    assert ok is False
+    assert got["kubler-prox-scale"] is False
+    assert got["kubler-eq6-homogeneous"] is True  # the regularizer itself is untouched
+
+
+def test_scale_covariance_fails_with_lam_off_by_2(monkeypatch, tmp_path):
+    # covariant (both sides off alike) but not optimal: only the brute-force part sees it
+    monkeypatch.setattr(prox_pkg, "prox_nm", _prox_lam_times(2.0))
+    ok, got = _run_broken("scale_covariance", tmp_path)
+    assert ok is False
+    assert got["kubler-prox-scale"] is False
+
+
+def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
+    # EnumPGD capped at 200 iterations: ill-conditioned dense optima (near the transitions)
+    # are not reached
+    orig = pgd_mod.enum_pgd_sorted
+
+    def broken(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False):
+        return orig(z, lam, n, tol, min(max_iter, 200), return_info)
+
+    monkeypatch.setattr(pgd_mod, "enum_pgd_sorted", broken)
+    ok, got = _run_broken("conjecture9", tmp_path)
+    assert ok is False
+    assert got["kubler-conj9"] is False
