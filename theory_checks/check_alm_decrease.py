@@ -10,6 +10,11 @@ with s = 3 and s = 4 (the paper's case), and, since the argument only uses that 
 multilinear, for 1:4 (s = 2..4) and 2:8 (s = 3..8) too. Instances: z = sorted |N(0, 1)|^m,
 lam log-uniform in [1e-2, 1e1]. Slack = f(w^k) - f(w^{k+1}) - 0.5||w^{k+1} - w^k||^2,
 which must be >= -1e-12 (1 + f(w^0)) (rounding) at every sweep.
+
+Claim ``liu-prop8``. Runs on the NumPy trace of Alg. 2 (``alm_trace``), not the production
+kernel (whose start and Newton polishing differ; issue 11). What would make it fail: a
+coordinate update that is not the exact minimizer (a wrong soft-threshold, e.g. lam / 2 or
+missing the max(., 0)), an objective that is not eq. 6.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 from sparseopt import NM
 from sparseopt.regularizers import prox_objective
 
-from ._report import figure, header, savefig, verdict
+from ._report import claim, figure, header, savefig, verdict
 
 NAME = "alm_decrease"
 SWEEPS = 40
@@ -76,4 +81,5 @@ def run(out_dir, quick=False):
     savefig(fig, out_dir, "alm_decrease.png")
 
     ok = worst_rel >= -1e-12
+    claim("liu-prop8", f"worst relative slack {worst_rel:.1e} >= -1e-12 over {sweeps_total} sweeps", ok)
     return verdict(NAME, ok, f"worst relative slack {worst_rel:.1e} >= -1e-12 over {sweeps_total} sweeps")

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from theory_checks._report import figure, header, savefig, verdict
+from theory_checks._report import claim, figure, header, savefig, verdict
 from theory_checks.check_layer_toy import PAPER_OPTIMUM, toy_problem
 
 NAME = "appc_regularizers"
@@ -156,6 +156,17 @@ def run(out_dir, quick=False):
     ax1.legend()
     savefig(fig, out_dir, "appc_regularizers.png")
 
+    def _rec(cid, prefix_or_keys):
+        keys = [k for k in checks if any(k.startswith(p) or k.endswith(p) for p in prefix_or_keys)]
+        bad = [k for k in keys if not checks[k]]
+        claim(cid, f"{len(keys) - len(bad)} of {len(keys)} hold" + (f"; failed: {bad}" if bad else ""),
+              bool(keys) and not bad)
+
+    _rec("kubler-appc-zero", ["zero iff 2:4"])
+    _rec("kubler-appc-exact", ["reaches exact 2:4", "never exactly 2:4", "end 2:4 by themselves",
+                               "final projection"])
+    _rec("kubler-appc-toy", ["finds the toy optimum", "misses the toy optimum"])
+    _rec("kubler-appc-faster", ["faster"])
     failed = [k for k, ok in checks.items() if not ok]
     return verdict(NAME, not failed, "all App. C claims hold" if not failed
                    else "failed: " + "; ".join(failed))

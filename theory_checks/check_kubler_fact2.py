@@ -13,6 +13,9 @@ Claims (each recorded with ``_report.claim``):
   > 0 on every group with k > N. Also eq. (8): a matrix is 2:4 sparse (counted by
   ``np.count_nonzero`` per cell) iff ``r_nm`` over its cells is 0, both ways, on 2:4 and
   non-2:4 matrices.
+* ``liu-prop1`` (proxsparse-liu Prop. 1 (1), (2)): Reg_{2:4}(w) = 0 iff w is 2:4 sparse (the 2:4
+  cases of the Fact 2 sweep) and Reg_{2:4} is invariant to permutations of the coordinates
+  (all 24 permutations of random groups, relative difference <= 1e-15).
 * ``kubler-euler``: grad r . w = (N + 1) r (used in the proof of Lemma 10), from the
   production ``r_nm_grad``; relative error <= 1e-12.
 * ``kubler-lamstar``: "as lambda -> infinity there always exists lambda* such that for
@@ -148,6 +151,14 @@ def run(out_dir, quick=False):
         is24 = bool(np.all(np.count_nonzero(W24.reshape(-1, 4), axis=1) <= 2))
         eq8_bad += int(is24 != (r_nm(W24) == 0.0))
 
+    # proxsparse-liu Prop. 1 (2): permutation invariance of Reg_{2:4}
+    w = rng.standard_normal((per_k, 4))
+    r0 = np.asarray(r_nm_groups(w))[:, 0]
+    perm_err = max(float(np.max(np.abs(np.asarray(r_nm_groups(w[:, list(p)]))[:, 0] - r0) / r0))
+                   for p in itertools.permutations(range(4)))
+    bad24 = [b for b in fact2_bad if b.startswith("2:4 ")]
+    figure("proxsparse-liu Prop. 1: 2:4 Fact 2 failures, max rel. change under 24 permutations",
+           f"{len(bad24)}, {perm_err:.1e}")
     figure("eq. (6)/(7): max rel. |r_nm_groups - transcription|", f"{eq6_err:.1e}")
     figure("Fact 2 sweep", f"{len(PATTERNS)} patterns x k = 0..M x {per_k} groups; smallest r on a "
                            f"group with k > N: {smallest_nonzero_r:.1e}; wrong groups: "
@@ -214,11 +225,13 @@ def run(out_dir, quick=False):
     ok_f2 = claim("kubler-fact2", f"{len(fact2_bad)} wrong (pattern, k) cases, {eq8_bad} wrong "
                                   f"matrices, smallest r at k > N {smallest_nonzero_r:.1e} > 0",
                   not fact2_bad and eq8_bad == 0)
+    ok_p1 = claim("liu-prop1", f"2:4 zero iff 2:4 sparse: {len(bad24)} failures; permutations: max rel. "
+                               f"change {perm_err:.1e} <= 1e-15", not bad24 and perm_err <= 1e-15)
     ok_eu = claim("kubler-euler", f"max rel. error {euler_err:.1e} <= 1e-12", euler_err <= 1e-12)
     ok_ls = claim("kubler-lamstar", f"lam* finite for {len(lamstar)} patterns, top-N(y) at "
                                     f"{len(LAM_FACTORS)} multiples: {len(lam_bad)} failures; "
                                     f"brute force excess {bf_err:.1e} <= 1e-9",
                   not lam_bad and len(lamstar) > 0 and bf_err <= 1e-9 and bf_done > 0)
-    ok = ok_eq6 and ok_f2 and ok_eu and ok_ls
+    ok = ok_eq6 and ok_f2 and ok_eu and ok_ls and ok_p1
     return verdict(NAME, ok, f"eq6 {eq6_err:.1e}, Fact 2 failures {len(fact2_bad) + eq8_bad}, "
                              f"Euler {euler_err:.1e}, lam* failures {len(lam_bad)}")

@@ -30,7 +30,7 @@ import numpy as np
 from sparseopt.demo.layer import fig2_plot, fig2_sweep
 from sparseopt.problems import fig2_problem
 from sparseopt.threads import one_thread
-from theory_checks._report import figure, header, savefig, verdict
+from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "layer_fig2"
 HESSIAN_AWARE = ("wanda", "sparsegpt", "maiht", "iobs", "prox")
@@ -149,6 +149,10 @@ def run_check(out_dir, quick=False):
 
     fig = fig2_plot(sweep, title=f"2:4 pruning, d={d}, {len(seeds)} seed(s), +1000 GD steps")
     savefig(fig, out_dir, "layer_fig2.png")
+    claim("kubler-fig2-alpha1", f"alpha = 1, {len(seeds)} seeds: every Hessian-aware method +GD at its "
+                                f"Theorem-1 optimum with the same mask (rel. {TOL_ALPHA1:g}): {ok1}", ok1)
+    claim("kubler-fig2-prox", "prox+GD lowest mean loss for every alpha < 1 (slack "
+                              f"{SLACK:g})" + (f"; fails at {bad}" if bad else ""), ok2)
     detail = []
     detail.append("claim 1 (alpha=1 agree) " + ("holds" if ok1 else "FAILS for " + ", ".join(
         k.split()[1] for k, v in claims.items() if k.startswith("alpha=1") and not v)))

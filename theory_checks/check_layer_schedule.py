@@ -25,7 +25,7 @@ import numpy as np
 
 from sparseopt.problems import fig2_problem
 from sparseopt.threads import one_thread
-from theory_checks._report import figure, header, savefig, verdict
+from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "layer_schedule"
 SLACK = 1e-3
@@ -113,6 +113,9 @@ def run(out_dir, quick=False):
     savefig(fig, out_dir, "layer_schedule.png")
 
     ok = ok_iter_beta and ok_iter_lam and ok_loss and cut == 0
+    claim("kubler-fig3-schedule", f"loss(beta={betas[0]}) / loss(beta={betas[-1]}) max {ratios.max():.4f} "
+                                  f"<= 1 + {SLACK:g}; iterations decrease in beta and lambda_tilde_0: "
+                                  f"{ok_iter_beta and ok_iter_lam}; cut off {cut}", ok)
     return verdict(NAME, ok, f"iterations monotone in beta: {ok_iter_beta}, in lambda_tilde_0: "
                              f"{ok_iter_lam}; loss ratio slow/fast schedule max "
                              f"{ratios.max():.4f}; cut off: {cut}")

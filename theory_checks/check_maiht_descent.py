@@ -5,13 +5,27 @@ Hessian, fixed lam, step alpha = 0.99 / L < 1/L, started at W^0 = W* (Alg. 1 lin
 is checked for the constrained 2:4 form of App. D.3 (L = f on the pattern), from the first
 projected iterate on. The figure is the largest increase L(W^{k+1}) - L(W^k) over all
 iterations, relative to |L(W^k)|; PASS if it is <= 1e-12 (rounding) for every run.
+
+Lemma B.4 / Prop. B.5 (1) sharpen this for IHT (penalised form): L(W^{k-1}) - L(W^k) >=
+(1/alpha - L)/2 ||W^k - W^{k-1}||^2, checked at every step with ||W^k - W^{k-1}|| from the
+history (``residual`` x step); the figure is the worst slack relative to |L(W^k)| (>= -1e-12).
+Prop. B.5 (4): the support changes only finitely often, because (eq. 8) every change after
+the first step moves W by ||W^k - W^{k-1}||^2 >= 2 alpha lam; with the iterates of the
+production ``iht`` (one call per step, chained) every support change must satisfy eq. 8 and
+their number must obey the bound of the proof, #changes <= (L(W^1) - L(W^K)) /
+((1/alpha - L) alpha lam).
+
+Claims ``maiht-lemma32`` and ``maiht-lemmaB4`` (with Prop. B.5 (1), (4)). What would make it
+fail: a step >= 1/L, a threshold other than sqrt(2 alpha lam) (e.g. sqrt(alpha lam): the
+thresholding step is then not the l0 prox and L can increase), a history whose objective is
+not f + lam ||W||_0.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from theory_checks._report import figure, header, savefig, verdict
+from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "maiht_descent"
 
@@ -59,6 +73,34 @@ def run(out_dir, quick=False):
                 if seed == 0:
                     curves[(name, form)] = F
     figure("worst relative increase over all runs", f"{worst:.3e}")
+
+    # Lemma B.4 / Prop. B.5: sufficient decrease and finitely many support changes (IHT, l0)
+    worst_b4 = -np.inf
+    b5_bad = []
+    for seed in seeds:
+        f = correlated_layer(seed, d_out=8 if quick else 16, d_in=32 if quick else 64)
+        L = f.lipschitz()
+        step = 0.99 / L
+        lam = 0.02 * float(np.mean(f.W_star**2)) / step
+        r = iht(f, lam=lam, step=step, max_iter=iters, tol=0.0)
+        F = r.history["objective"]
+        dW2 = (r.history["residual"][1:] * step) ** 2
+        slack = (F[:-1] - F[1:] - 0.5 * (1 / step - L) * dW2) / np.maximum(np.abs(F[1:]), 1e-300)
+        worst_b4 = max(worst_b4, -float(np.min(slack)))
+        W, changes, eq8 = f.W_star, 0, True
+        for k in range(1, iters + 1):  # the production step, one call each
+            Wn = iht(f, lam=lam, step=step, max_iter=1, tol=0.0, x0=W).x
+            if k >= 2 and np.any((Wn != 0) != (W != 0)):
+                changes += 1
+                eq8 &= float(np.sum((Wn - W) ** 2)) >= 2 * step * lam * (1 - 1e-12)
+            W = Wn
+        same = np.array_equal(W, r.x)
+        bound = (F[1] - F[-1]) / ((1 / step - L) * step * lam)
+        figure(f"seed {seed} IHT l0: Lemma B.4 worst slack (rel.)",
+               f"{-float(np.min(slack)):.1e}; support changes after step 1: {changes} <= bound "
+               f"{bound:.1f}, each with ||dW||^2 >= 2 alpha lam: {eq8}; chained = one run: {same}")
+        if not (changes <= bound and eq8 and same):
+            b5_bad.append(seed)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, form in zip(axes, ("l0", "2:4")):
         lo = min(np.min(curves[(n, form)]) for n in ("IHT", "mAIHT"))
@@ -70,4 +112,10 @@ def run(out_dir, quick=False):
         ax.set_ylabel("L(W^k) - min L")
         ax.legend()
     savefig(fig, out_dir, f"{NAME}.png")
-    return verdict(NAME, worst <= 1e-12, f"max relative increase {worst:.2e} <= 1e-12")
+    ok1 = claim("maiht-lemma32", f"max relative increase {worst:.2e} <= 1e-12 (IHT, mAIHT; l0 and 2:4)",
+                worst <= 1e-12)
+    ok2 = claim("maiht-lemmaB4", f"worst sufficient-decrease violation {worst_b4:.1e} <= 1e-12 (rel.); "
+                                 f"Prop. B.5 (4) support-change bound broken on seeds {b5_bad or 'none'}",
+                worst_b4 <= 1e-12 and not b5_bad)
+    return verdict(NAME, ok1 and ok2, f"max relative increase {worst:.2e} <= 1e-12; Lemma B.4 "
+                                      f"{worst_b4:.1e} <= 1e-12")

@@ -4,4 +4,37 @@ from theory_checks.claims import Claim
 
 PAPER = "maiht-wen"
 
-CLAIMS: list[Claim] = []
+CLAIMS: list[Claim] = [
+    Claim("maiht-prop21", PAPER, "Prop. 2.1, eq. (3)",
+          "The element-wise hard thresholding H_sqrt(2 lam)(W) is a proximal point of lam ||.||_0, so "
+          "the IHT step is H_sqrt(2 alpha lam)(W - alpha grad f(W)).",
+          test="tests/test_iht.py::test_l0_threshold_is_sqrt_2_step_lam"),
+    Claim("maiht-rem22", PAPER, "Remark 2.2",
+          "With W^0 = W_hat, W^1 = H_sqrt(2 alpha lam)(W^0), which is magnitude pruning.",
+          check="maiht_magnitude"),
+    Claim("maiht-rem23", PAPER, "Remark 2.3, eq. (5)",
+          "The mu-stabilised problem (5) is equivalent to problem (2) with X <- (X'X + mu I)^(1/2).",
+          check="maiht_mu"),
+    Claim("maiht-alg1-lambda", PAPER, "Sec. 2.4, Alg. 1",
+          "lambda_init = Q_0.01(|W_hat|)^2 / (2 alpha) and lambda^{k+1} = lambda^k (1 + (||W^k||_0 - s) "
+          "/ (d1 d2)) drive the iterates to the target sparsity s.",
+          test="tests/test_iht.py::test_adaptive_lambda_init_update_rule_and_target"),
+    Claim("maiht-lemma32", PAPER, "Lemma 3.2",
+          "For alpha, alpha_1, alpha_2 < 1/L, L(W^k) is a descent sequence for IHT and mAIHT.",
+          check="maiht_descent"),
+    Claim("maiht-lemmaB4", PAPER, "Lemma B.4, Prop. B.5 (1), (4)",
+          "For alpha < 1/L, L(W^{k-1}) - L(W^k) >= (1/alpha - L)/2 ||W^k - W^{k-1}||^2 for IHT, and the "
+          "support of W^k is constant after finitely many iterations.",
+          check="maiht_descent"),
+    Claim("maiht-thm33", PAPER, "Theorem 3.3, Def. 3.1",
+          "IHT converges to an alpha-fixed point, and every accumulation point of mAIHT is an "
+          "alpha_2-fixed point.",
+          check="maiht_fixed_point"),
+    Claim("maiht-thm34-1", PAPER, "Theorem 3.4 (1)",
+          "For IHT there is a k_1 with L(W^k) - L* <= ||W^{k_1} - W*||^2 / (2 alpha (k - k_1)) for all "
+          "k > k_1.",
+          check="maiht_rate"),
+    Claim("maiht-fig1-faster", PAPER, "Sec. 4.2, Fig. 1",
+          "mAIHT converges faster than IHT (adaptive lambda, Alg. 1).",
+          check="maiht_acceleration"),
+]

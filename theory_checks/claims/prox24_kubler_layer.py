@@ -5,10 +5,42 @@ from theory_checks.claims import Claim
 PAPER = "prox24-kubler"
 
 CLAIMS: list[Claim] = [
+    Claim("kubler-thm1", PAPER, "Theorem 1",
+          "If H is diagonal, the mask that zeroes the N smallest scores |W*_ij| H_jj^(1/2) of each cell "
+          "(Wanda) gives a minimizer M* . W* of problem (1).",
+          test="tests/test_layer_core.py::test_wanda_optimal_for_diagonal_hessian_bruteforce"),
+    Claim("kubler-eq5-masked-gd", PAPER, "Sec. 3.1, eq. (4), (5)",
+          "With step eta = 1 / (2 gamma_max(H)) the (masked) gradient updates converge (to the optimum "
+          "of the local loss on the frozen mask).",
+          test="tests/test_layer_core.py::test_masked_gd_monotone_and_converges_to_masked_optimum"),
     Claim("kubler-toy-greedy", PAPER, "Sec. 4.1",
           "On the toy problem Wanda and SparseGPT end at (0,5,3,0,0,5,5,0).",
           check="layer_toy"),
     Claim("kubler-toy-prox", PAPER, "Sec. 4.1",
           "On the toy problem the 2:4 optimum is (0,5,0,4,0,5,5,0), and prox (+GD) finds it.",
           check="layer_toy"),
+    Claim("kubler-fig2-alpha1", PAPER, "Fig. 2",
+          "Without correlation (alpha = 1) all considered pruning methods result in the same mask and "
+          "loss.",
+          check="layer_fig2"),
+    Claim("kubler-fig2-prox", PAPER, "Fig. 2",
+          "As the correlations increase (alpha < 1), the proximal approach leads to the best mask, "
+          "shown by the smallest loss.",
+          check="layer_fig2"),
+    Claim("kubler-fig3-schedule", PAPER, "Sec. 4.2, eq. (15), Fig. 3",
+          "The schedule lambda_k = lambda_tilde_0 / Mean|W*| beta^k trades runtime for loss: slower "
+          "schedules (smaller beta, lambda_tilde_0) take more iterations and give no worse local loss.",
+          check="layer_schedule"),
+    Claim("kubler-appc-zero", PAPER, "App. C, eq. (25)-(27)",
+          "Each of R_0, R_1, R_2 equals 0 if and only if the four weights have a 2:4 sparse pattern.",
+          check="appc_regularizers"),
+    Claim("kubler-appc-exact", PAPER, "App. C",
+          "For large but finite lambda, R_0 and R_1 lead to exact 2:4 sparsity, whilst R_2 does not.",
+          check="appc_regularizers"),
+    Claim("kubler-appc-toy", PAPER, "App. C",
+          "On the toy problem of Sec. 4.1, R_0, R_1 and R_2 cannot find the optimal solution.",
+          check="appc_regularizers"),
+    Claim("kubler-appc-faster", PAPER, "App. C, Table 2",
+          "The closed-form proxes of R_0, R_1, R_2 are significantly faster than the r_{2:4} prox.",
+          check="appc_regularizers"),
 ]
