@@ -11,7 +11,10 @@ multilinear, for 1:4 (s = 2..4) and 2:8 (s = 3..8) too. Instances: z = sorted |N
 lam log-uniform in [1e-2, 1e1]. Slack = f(w^k) - f(w^{k+1}) - 0.5||w^{k+1} - w^k||^2,
 which must be >= -1e-12 (1 + f(w^0)) (rounding) at every sweep.
 
-Claim ``liu-prop8``. Runs on the NumPy trace of Alg. 2 (``alm_trace``), not the production
+Claim ``liu-prop8``; and ``liu-prop6`` (Alg. 2 halts within 3 lam ||z||^3 / eps^2 sweeps, from
+w^0 = z: on the 2:4 traces, for eps in 1e-1..1e-5, the first sweep with ||w^{k+1} - w^k|| <=
+eps must come no later than the bound, and a trace that has not halted after the 40 sweeps
+run must have a bound above 40; loose: the proof's telescoped Prop. 8 gives it). Runs on the NumPy trace of Alg. 2 (``alm_trace``), not the production
 kernel (whose start and Newton polishing differ; issue 11). What would make it fail: a
 coordinate update that is not the exact minimizer (a wrong soft-threshold, e.g. lam / 2 or
 missing the max(., 0)), an objective that is not eq. 6.
@@ -42,6 +45,8 @@ def run(out_dir, quick=False):
     worst_case = None
     decrease, half_step = [], []
     sweeps_total = 0
+    eps_grid = np.logspace(-1, -5, 9)
+    p6_bad, p6_checked, p6_worst = 0, 0, 0.0
     for n, m, s in cases:
         per = count if m == 4 and n == 2 else max(count // 5, 20)
         case_worst = np.inf
@@ -59,11 +64,26 @@ def run(out_dir, quick=False):
             if slack.min() < worst_rel:
                 worst_rel, worst_case = float(slack.min()), (n, m, s, z.tolist(), lam)
             if n == 2 and m == 4:
+                # Prop. 6: Alg. 2 halts (||w^{k+1} - w^k|| <= eps) within 3 lam ||z||^3 / eps^2 sweeps
+                steps = np.sqrt(2.0 * step2)
+                for eps in eps_grid:
+                    bound = 3.0 * lam * float(np.linalg.norm(z)) ** 3 / eps**2
+                    hit = np.flatnonzero(steps <= eps)
+                    if hit.size:
+                        T = int(hit[0]) + 1
+                        p6_checked += 1
+                        p6_worst = max(p6_worst, T / bound)
+                        p6_bad += T > bound
+                    elif bound < SWEEPS:  # should have halted within the sweeps run
+                        p6_checked += 1
+                        p6_bad += 1
                 keep = step2 > 1e-14  # below that both sides are rounding noise
                 decrease.append(dec[keep])
                 half_step.append(step2[keep])
         figure(f"{n}:{m} s={s}", f"{per} inputs x {SWEEPS} sweeps, worst relative slack {case_worst:.2e}")
     figure("sweeps checked", sweeps_total)
+    figure("Prop. 6: (input, eps) pairs checked, violations, max sweeps / bound",
+           f"{p6_checked}, {p6_bad}, {p6_worst:.2e}")
     figure("worst relative slack overall", f"{worst_rel:.3e} at (n, m, s, z, lam) = {worst_case}")
 
     import matplotlib.pyplot as plt
@@ -80,6 +100,8 @@ def run(out_dir, quick=False):
     ax.legend(fontsize=8)
     savefig(fig, out_dir, "alm_decrease.png")
 
-    ok = worst_rel >= -1e-12
+    ok = worst_rel >= -1e-12 and p6_bad == 0
+    claim("liu-prop6", f"{p6_bad} of {p6_checked} (input, eps) pairs above 3 lam ||z||^3 / eps^2 sweeps; "
+                       f"max sweeps / bound {p6_worst:.1e}", p6_bad == 0 and p6_checked > 0)
     claim("liu-prop8", f"worst relative slack {worst_rel:.1e} >= -1e-12 over {sweeps_total} sweeps", ok)
     return verdict(NAME, ok, f"worst relative slack {worst_rel:.1e} >= -1e-12 over {sweeps_total} sweeps")

@@ -27,6 +27,10 @@ CLAIMS: list[Claim] = [
           "As the correlations increase (alpha < 1), the proximal approach leads to the best mask, "
           "shown by the smallest loss.",
           check="layer_fig2"),
+    Claim("kubler-sec36-finite", PAPER, "Sec. 3.6, Alg. 2",
+          "An exponential schedule lambda_k = lambda_0 beta^k guarantees that the prox solution "
+          "eventually is exactly 2:4 sparse, i.e. a finite runtime of Algorithm 2.",
+          check="layer_schedule"),
     Claim("kubler-fig3-schedule", PAPER, "Sec. 4.2, eq. (15), Fig. 3",
           "The schedule lambda_k = lambda_tilde_0 / Mean|W*| beta^k trades runtime for loss: slower "
           "schedules (smaller beta, lambda_tilde_0) take more iterations and give no worse local loss.",

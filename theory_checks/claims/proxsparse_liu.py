@@ -18,6 +18,9 @@ CLAIMS: list[Claim] = [
           "On y = [1.4, 1.1, 1.0, 0.7], all three algorithms (EnumIPM, EnumPGD, EnumALM) return the "
           "same solution path.",
           check="paths"),
+    Claim("liu-prop6", PAPER, "Prop. 6",
+          "When eps > 0, Algorithm 2 (ALM) halts with no more than 3 lam ||z||^3 / eps^2 iterations.",
+          check="alm_decrease"),
     Claim("liu-prop8", PAPER, "Prop. 8 (App. A, eq. 9)",
           "Every ALM sweep decreases the objective sufficiently: f(w^k) >= f(w^{k+1}) + "
           "0.5 ||w^{k+1} - w^k||^2.",
