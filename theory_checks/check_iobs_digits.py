@@ -12,7 +12,7 @@ shown next to the truth (values clipped to [0, 16] as the paper clips to [0, 255
 from __future__ import annotations
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from sparseopt.threads import one_thread
 
 from sparseopt import TopK
 from sparseopt.objectives import LeastSquares
@@ -52,7 +52,7 @@ def run(out_dir, quick: bool = False) -> bool:
         step = 1.0 / f.lipschitz()
         norm = np.linalg.norm(theta_star)
         snaps = {}
-        with threadpool_limits(1):
+        with one_thread():
             for key in rel:
                 x, done = np.zeros(d), 0
                 for j, T in enumerate(budgets):

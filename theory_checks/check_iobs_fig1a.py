@@ -11,7 +11,7 @@ damped variant is run too, for comparison.
 from __future__ import annotations
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from sparseopt.threads import one_thread
 
 from sparseopt import TopK
 from sparseopt.objectives import LeastSquares
@@ -73,7 +73,7 @@ def run(out_dir, quick: bool = False) -> bool:
             "iht": lambda x: iht(f, pattern=pattern, x0=x, step=step_iht, max_iter=1, tol=0.0).x,
         }
         for key, fn in fns.items():
-            with threadpool_limits(1):  # 128 x 128 factorizations: threads only add overhead
+            with one_thread():  # 128 x 128 factorizations: threads only add overhead
                 dist, loss, _ = trajectory(fn, x0, theta_star, f, steps)
             curves[key].append(dist)
             losses[key].append(loss)

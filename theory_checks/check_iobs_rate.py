@@ -20,7 +20,7 @@ keeps the wrong support, no convergence to 1e-10.
 from __future__ import annotations
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from sparseopt.threads import one_thread
 
 from sparseopt import TopK
 from sparseopt.objectives import Logistic, Smooth
@@ -83,7 +83,7 @@ def run(out_dir, quick: bool = False) -> bool:
     step_iht = 1.0 / c["L"]
     runs = {"topk_iobs": [], "iobs": [], "iht": []}
     nodes = []
-    with threadpool_limits(1):
+    with one_thread():
         for r in range(n_runs):
             u = rng.standard_normal(d)
             x0 = theta_star + 0.5 * np.linalg.norm(theta_star) * u / np.linalg.norm(u)
