@@ -139,3 +139,34 @@ def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     ok, got = _run_broken("conjecture9", tmp_path)
     assert ok is False
     assert got["kubler-conj9"] is False
+
+
+def test_liu_regw0_fails_for_plain_weight_decay(monkeypatch, tmp_path):
+    # (W - W0)^2 / den^2 charges pruned entries: Prop. 2 (1), (2) and Cor. 3 must fail
+    torch = pytest.importorskip("torch")
+    ps = importlib.import_module("sparseopt_torch.proxsparse")  # the package exports a function of that name
+
+    def reg_w0(W, W0, eps):
+        denom = torch.where(W0 >= 0, W0 + eps, W0 - eps)
+        return ((W - W0) / denom).square().sum()
+
+    monkeypatch.setattr(ps, "reg_w0", reg_w0)
+    ok, got = _run_broken("liu_regw0", tmp_path)
+    assert ok is False
+    assert got["liu-prop2-null"] is False and got["liu-cor3"] is False
+
+
+def test_liu_regw0_fails_for_a_kink(monkeypatch, tmp_path):
+    # |W| |W - W0| / den without the square: zero set right, but not C^1
+    torch = pytest.importorskip("torch")
+    ps = importlib.import_module("sparseopt_torch.proxsparse")  # the package exports a function of that name
+
+    def reg_w0(W, W0, eps):
+        denom = torch.where(W0 >= 0, W0 + eps, W0 - eps)
+        return ((W / denom) * (W - W0)).abs().sum()
+
+    monkeypatch.setattr(ps, "reg_w0", reg_w0)
+    ok, got = _run_broken("liu_regw0", tmp_path)
+    assert ok is False
+    assert got["liu-prop2-null"] is True
+    assert got["liu-prop2-c1"] is False

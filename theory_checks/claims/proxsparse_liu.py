@@ -9,6 +9,19 @@ CLAIMS: list[Claim] = [
           "Reg_{2:4}(w) = 0 if and only if w is 2:4 sparse, and Reg_{2:4} is invariant to permutation "
           "of the coordinates.",
           check="kubler_fact2"),
+    Claim("liu-prop2-null", PAPER, "Prop. 2 (1)",
+          "Reg_W0(W) = 0 if and only if W_i = W0_i for all coordinates i with W_i != 0.",
+          check="liu_regw0"),
+    Claim("liu-prop2-restrict", PAPER, "Prop. 2 (2)",
+          "Reg_W0(W) = Reg_{W0[W != 0]}(W[W != 0]).",
+          check="liu_regw0"),
+    Claim("liu-prop2-c1", PAPER, "Prop. 2 (3)",
+          "Reg_W0(W) is continuously differentiable.",
+          check="liu_regw0"),
+    Claim("liu-cor3", PAPER, "Corollary 3",
+          "Reg_W0(W) = 0 and Reg_{2:4}(W) = 0 if and only if W is 2:4 sparse and its nonzero weights "
+          "equal the pretrained W0.",
+          check="liu_regw0"),
     Claim("liu-fact5-r0m-soft", PAPER, "Fact 5",
           "For z >= 0 the minimizer of 0.5 (w - z)^2 + alpha w over w >= 0 is max(z - alpha, 0) "
           "(soft-thresholding; with prox24-kubler eq. 6 at N = 0, r_{0:M} = l1 and its prox is "
