@@ -26,6 +26,10 @@ CLAIMS: list[Claim] = [
           "For alpha < 1/L, L(W^{k-1}) - L(W^k) >= (1/alpha - L)/2 ||W^k - W^{k-1}||^2 for IHT, and the "
           "support of W^k is constant after finitely many iterations.",
           check="maiht_descent"),
+    Claim("maiht-propB6", PAPER, "Prop. B.6 (1)",
+          "For mAIHT with alpha_1, alpha_2 < 1/L, L(W^{k+1}) <= L(V^{k+1}) <= L(W^k) - (1/alpha_2 - L)/2 "
+          "||V^{k+1} - W^k||^2.",
+          check="maiht_descent"),
     Claim("maiht-thm33", PAPER, "Theorem 3.3, Def. 3.1",
           "IHT converges to an alpha-fixed point, and every accumulation point of mAIHT is an "
           "alpha_2-fixed point.",
