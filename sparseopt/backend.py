@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["namespace", "is_numpy", "backend_name", "device", "on_cpu", "numpy_path",
            "device_kernels", "as_numpy", "from_numpy", "numpy_dtype", "zero", "ascontiguous",
-           "kernel", "register_kernel", "synchronize"]
+           "kernel", "register_kernel", "synchronize", "row_blocks", "ROW_BLOCK_ENTRIES"]
 
 _KERNELS: dict = {}
 #: The core modules that register NumPy kernels, imported on the first lookup (they import
@@ -120,6 +120,20 @@ def zero(x):
     """A 0-d zero of ``x``'s dtype on ``x``'s device, for ``where(mask, x, zero(x))``."""
     xp = array_api_compat.array_namespace(x)
     return xp.zeros((), dtype=x.dtype, device=array_api_compat.device(x))
+
+
+#: Entries of one row block (8 MiB of float64): whole-layer temporaries of an LLM layer
+#: (e.g. 6912 x 2560) are ~140 MB each in float64, several times that for argsort indices.
+ROW_BLOCK_ENTRIES = 2**20
+
+
+def row_blocks(n_rows: int, row_len: int, entries: int | None = None) -> list:
+    """Slices of consecutive rows, about ``entries`` (default :data:`ROW_BLOCK_ENTRIES`)
+    entries each and at least one row, for computations that are independent per row
+    (masks, scores, Tr(D H D')) and would otherwise make whole-layer temporaries."""
+    entries = ROW_BLOCK_ENTRIES if entries is None else entries
+    step = max(1, entries // max(1, int(row_len)))
+    return [slice(lo, min(lo + step, n_rows)) for lo in range(0, n_rows, step)]
 
 
 def ascontiguous(x):

@@ -12,11 +12,12 @@ entry with the smaller index is kept. This matches a stable descending sort.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import device, is_numpy, namespace, zero
+from .backend import device, is_numpy, namespace, row_blocks, zero
 from .validation import check_finite
 
 __all__ = ["NM", "TopK", "check_finite"]
@@ -25,6 +26,22 @@ __all__ = ["NM", "TopK", "check_finite"]
 def _asarray(x):
     """NumPy array_like -> ndarray; tensors and arrays pass unchanged."""
     return x if hasattr(x, "shape") and hasattr(x, "dtype") else np.asarray(x)
+
+
+def _blocked_mask(x, block_mask):
+    """``block_mask`` applied to blocks of rows (first axis) of ``x``: masks are computed
+    row by row, and a block keeps the float64 / argsort temporaries of a large layer small
+    (:func:`~sparseopt.backend.row_blocks`). ``block_mask`` maps rows of ``x`` to their mask."""
+    if x.ndim < 2:
+        return block_mask(x)
+    blocks = row_blocks(x.shape[0], math.prod(x.shape[1:]))
+    if len(blocks) <= 1:
+        return block_mask(x)
+    xp = namespace(x)
+    mask = xp.empty(x.shape, dtype=xp.bool, device=device(x))
+    for rows in blocks:
+        mask[rows, ...] = block_mask(x[rows, ...])
+    return mask
 
 
 def _keep_largest(a, n: int):
@@ -91,8 +108,9 @@ class NM:
         """Boolean array, True where ``project`` keeps the entry."""
         x = _asarray(x)
         check_finite(x, "x")
-        g = self._groups(x)
-        return namespace(x).reshape(_keep_largest(namespace(x).abs(g), self.n), x.shape)
+        xp = namespace(x)
+        return _blocked_mask(x, lambda b: xp.reshape(
+            _keep_largest(xp.abs(self._groups(b)), self.n), b.shape))
 
     def project(self, x) -> np.ndarray:
         """Euclidean projection onto the pattern: keep the n largest |x| per group.
@@ -154,7 +172,7 @@ class TopK:
         if x.ndim == 0:
             raise ValueError("x must have at least one axis")
         check_finite(x, "x")
-        return _keep_largest(namespace(x).abs(x), self.k)
+        return _blocked_mask(x, lambda b: _keep_largest(namespace(b).abs(b), self.k))
 
     def project(self, x) -> np.ndarray:
         """Hard thresholding T_k: keep the k largest |x| per row. Returns a new array."""

@@ -6,11 +6,12 @@ Every check accepts NumPy arrays and torch tensors alike (:mod:`sparseopt.backen
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
-from .backend import kernel, namespace
+from .backend import kernel, namespace, row_blocks
 
 __all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_nm",
            "check_square", "psd_tolerance", "check_psd", "FLOAT_DTYPES"]
@@ -27,10 +28,22 @@ def _dtype_name(dtype) -> str:
 
 
 def check_finite(x, name: str) -> None:
-    """Raise ValueError naming ``name`` if ``x`` holds NaN or Inf."""
+    """Raise ValueError naming ``name`` if ``x`` holds NaN or Inf.
+
+    The sum of ``x`` is finite only if every entry is (NaN and Inf propagate through a
+    sum), and a sum needs no temporary, where ``isfinite`` of an LLM Hessian allocates
+    several times its size (torch: |x| and two masks). A non-finite sum can also be the
+    overflow of finite entries: then the entries are tested, one block of rows at a time.
+    """
     xp = namespace(x)
-    if not bool(xp.all(xp.isfinite(x))):
-        raise ValueError(f"{name} contains NaN or Inf")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is not an error
+        total = float(xp.sum(x))
+    if math.isfinite(total):
+        return
+    blocks = row_blocks(x.shape[0], math.prod(x.shape[1:])) if x.ndim >= 2 else [...]
+    for rows in blocks:
+        if not bool(xp.all(xp.isfinite(x[rows]))):
+            raise ValueError(f"{name} contains NaN or Inf")
 
 
 def check_real(value, name: str, *, positive: bool = False, allow_negative: bool = False,

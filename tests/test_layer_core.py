@@ -378,3 +378,53 @@ def test_a_float64_symmetric_hessian_is_used_without_copy_and_never_written(meth
     np.testing.assert_array_equal(H, H0)
     asym = H + 1e-3 * np.triu(np.ones_like(H), 1)
     assert check_hessian(asym) is not asym  # not symmetric: its symmetric part, a copy
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_row_blocks_give_the_same_masks_and_losses(lib, monkeypatch):
+    """Masks, wanda / magnitude and the float64 losses are computed in blocks of rows (no
+    whole-layer temporaries on LLM layers); with blocks of a few rows they equal the
+    one-block results: masks exactly, losses to float64 summation order."""
+    import sparseopt.backend as backend
+    from sparseopt.backend import row_blocks
+    from sparseopt.layer import layer_loss
+    from sparseopt.layer.loss import base_loss
+
+    rng = np.random.default_rng(3)
+    W_star, H, _ = random_layer(rng, 37, 16)
+    W_star[5, :4] = W_star[5, 0]  # ties: the smaller index wins in every block
+    X = rng.standard_normal((37, 16))
+    conv = (lambda a: a) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    whole = {"nm": NM(2, 4).mask(conv(X)), "topk": TopK(5).mask(conv(X)),
+             "wanda": prune(conv(W_star), conv(H), method="wanda"),
+             "magnitude": prune(conv(W_star), conv(H), method="magnitude"),
+             "loss": layer_loss(conv(X), conv(W_star), conv(H)),
+             "base": base_loss(conv(W_star), conv(H))}
+    assert len(row_blocks(37, 16)) == 1
+    monkeypatch.setattr(backend, "ROW_BLOCK_ENTRIES", 40)  # blocks of 2 rows, one of 1
+    assert [s.stop - s.start for s in row_blocks(37, 16)] == [2] * 18 + [1]
+    np.testing.assert_array_equal(np.asarray(NM(2, 4).mask(conv(X))), np.asarray(whole["nm"]))
+    np.testing.assert_array_equal(np.asarray(TopK(5).mask(conv(X))), np.asarray(whole["topk"]))
+    for method in ("wanda", "magnitude"):
+        res = prune(conv(W_star), conv(H), method=method)
+        np.testing.assert_array_equal(np.asarray(res.mask), np.asarray(whole[method].mask))
+        assert res.loss == pytest.approx(whole[method].loss, rel=1e-13)
+    assert layer_loss(conv(X), conv(W_star), conv(H)) == pytest.approx(whole["loss"], rel=1e-13)
+    assert base_loss(conv(W_star), conv(H)) == pytest.approx(whole["base"], rel=1e-13)
+
+
+def test_assume_psd_skips_only_the_psd_test():
+    """A non-PSD H is refused by default; ``assume_psd=True`` (for Gram matrices built by
+    the caller, as the torch adapter's) skips that one test, not the others."""
+    rng = np.random.default_rng(4)
+    W_star = rng.standard_normal((4, 8))
+    H = np.eye(8)
+    H[0, 1] = H[1, 0] = 2.0  # eigenvalue -1
+    with pytest.raises(ValueError, match="not positive semidefinite"):
+        prune(W_star, H, method="wanda")
+    res = prune(W_star, H, method="wanda", assume_psd=True)
+    np.testing.assert_array_equal(res.mask, prune(W_star, np.eye(8), method="wanda").mask)
+    with pytest.raises(ValueError, match="contains NaN"):
+        prune(W_star, np.full((8, 8), np.nan), method="wanda", assume_psd=True)
+    with pytest.raises(ValueError, match="assume_psd"):
+        prune(W_star, np.eye(8), method="wanda", assume_psd="yes")

@@ -265,8 +265,7 @@ class _Collector:
         out = Hessians()
         for slot in self.slots:
             S = slot.total  # owned by the collector: finished in place
-            S.tril_()  # only the lower triangle was computed
-            S += S.T.triu(1)
+            _fill_upper(S, max(_MIN_BLOCK, -(-slot.d // 8)))  # only the lower was computed
             S /= slot.count
             for name in slot.names:
                 out.H[name] = S
@@ -275,6 +274,19 @@ class _Collector:
         out.H = {name: out.H[name] for name in self.order}
         out.n_tokens = {name: out.n_tokens[name] for name in self.order}
         return out
+
+
+def _fill_upper(S, block):
+    """Copy the lower triangle of the square ``S`` onto its upper triangle, in place and one
+    block row at a time: ``S += S.T.triu(1)`` would allocate a second d x d matrix (382 MB
+    for a 6912-wide float64 Hessian)."""
+    d = S.shape[0]
+    for lo in range(0, d, block):
+        hi = min(lo + block, d)
+        D = S[lo:hi, lo:hi]
+        D.copy_(D.tril() + D.tril(-1).T)
+        if hi < d:
+            S[lo:hi, hi:].copy_(S[hi:, lo:hi].T)
 
 
 def _default_forward(model, batch):

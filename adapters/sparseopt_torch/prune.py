@@ -233,7 +233,9 @@ def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
         loss, t_method, info = layer_loss(W, W_star, H), 0.0, {}
         base = base_loss(W_star, H)  # pruning everything: rel_loss 1
     else:
-        res = core_prune(W_star, H, method=method, pattern=pattern, **options)
+        # H is a Gram matrix X X' / n accumulated by collect_hessians: PSD by construction
+        res = core_prune(W_star, H, method=method, pattern=pattern, assume_psd=True,
+                         **options)
         W, M, loss, t_method = res.W, res.mask, res.loss, res.time
         info = {k: v for k, v in res.info.items() if isinstance(v, (int, float, str, bool))}
         base = info.pop("base_loss")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..backend import namespace, zero
-from ..patterns import NM, TopK
+from ..patterns import NM, TopK, _blocked_mask
 from .registry import register
 from .result import PruneResult
 
@@ -20,10 +20,20 @@ def wanda_scores(W, H):
         import numpy as np
 
         W, H = np.asarray(W), np.asarray(H)
-    xp = namespace(W, H)
-    diag = xp.linalg.diagonal(xp.astype(H, xp.float64))
-    d = xp.sqrt(xp.clip(diag, min=0.0))
-    return xp.abs(xp.astype(W, xp.float64)) * d[None, :]
+    namespace(W, H)  # one array library for both
+    return _scores(W, _input_scale(H))
+
+
+def _input_scale(H):
+    """sqrt(max(H_jj, 0)) in float64 (the diagonal only: no copy of an LLM-size H)."""
+    xp = namespace(H)
+    diag = xp.astype(xp.linalg.diagonal(H), xp.float64)
+    return xp.sqrt(xp.clip(diag, min=0.0))
+
+
+def _scores(W, scale):
+    xp = namespace(W)
+    return xp.abs(xp.astype(W, xp.float64)) * scale[None, :]
 
 
 @register("wanda", patterns=(NM, TopK), order=20)
@@ -50,5 +60,7 @@ def wanda_prune(W, H, pattern):
     diagonal H no weight update can do better than keeping the kept weights unchanged.
     Sun et al. (2024) use it as a heuristic for any H. Ties go to the smaller index.
     """
-    mask = pattern.mask(wanda_scores(W, H))
+    scale = _input_scale(H)
+    # row by row (the pattern's rows are independent): no whole-layer float64 scores
+    mask = _blocked_mask(W, lambda rows: pattern.mask(_scores(rows, scale)))
     return PruneResult(x=namespace(W).where(mask, W, zero(W)), mask=mask)

@@ -346,3 +346,18 @@ def test_progress_bar(tiny_bert, capsys):
     assert "collect_hessians" in capsys.readouterr().err
     collect_hessians(tiny_bert, batches, progress=False)
     assert "collect_hessians" not in capsys.readouterr().err
+
+
+def test_fill_upper_in_blocks_equals_the_whole_matrix_formula():
+    """The upper triangle is filled block row by block row (no second d x d matrix): bit for
+    bit what S.tril_(); S += S.T.triu(1) gives, for sizes that are and are not multiples."""
+    from sparseopt_torch.hessians import _fill_upper
+
+    g = torch.Generator().manual_seed(0)
+    for d, block in ((300, 128), (256, 128), (5, 2), (1, 128)):
+        S = torch.randn(d, d, generator=g, dtype=torch.float64)
+        ref = S.clone()
+        ref.tril_()
+        ref += ref.T.triu(1)
+        _fill_upper(S, block)
+        assert torch.equal(S, ref)

@@ -1,0 +1,42 @@
+"""The shared input checks (sparseopt.validation): the finite check without temporaries."""
+
+import numpy as np
+import pytest
+
+from sparseopt.validation import check_finite
+
+FINITE = [np.ones((3, 4)), np.full((5, 3), 1e308),  # the sum overflows: entries are tested
+          np.array([1e308, 1e308]), np.array(2.0), np.zeros((0, 3)),
+          np.arange(6).reshape(2, 3), np.array([[True, False]])]
+NOT_FINITE = [np.array([1.0, np.nan]), np.array([[np.inf, -np.inf]]), np.array(np.nan),
+              np.array([[1e308, 1e308], [np.nan, 0.0]]), np.array([[0.0, -np.inf]] * 3)]
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_check_finite_accepts_finite_and_names_the_argument_otherwise(lib):
+    conv = np.asarray if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    for x in FINITE:
+        check_finite(conv(x), "H")
+    for x in NOT_FINITE:
+        with pytest.raises(ValueError, match="H contains NaN or Inf"):
+            check_finite(conv(x), "H")
+    for dtype in (np.float32, np.float64):  # overflow of the float32 sum, every row tested
+        x = np.full((4, 3), np.finfo(dtype).max / 2, dtype=dtype)
+        check_finite(conv(x), "H")
+        x[3, 2] = np.nan
+        with pytest.raises(ValueError, match="H contains NaN or Inf"):
+            check_finite(conv(x), "H")
+
+
+def test_check_finite_in_row_blocks(monkeypatch):
+    """The entry test after an overflowing sum runs block by block and finds a NaN in any."""
+    import sparseopt.backend as backend
+
+    monkeypatch.setattr(backend, "ROW_BLOCK_ENTRIES", 6)
+    x = np.full((7, 3), 1e308)
+    check_finite(x, "W")
+    for row in range(7):
+        y = x.copy()
+        y[row, 1] = np.inf
+        with pytest.raises(ValueError, match="W contains NaN or Inf"):
+            check_finite(y, "W")
