@@ -170,3 +170,59 @@ def test_liu_regw0_fails_for_a_kink(monkeypatch, tmp_path):
     assert ok is False
     assert got["liu-prop2-null"] is True
     assert got["liu-prop2-c1"] is False
+
+
+# --- table1 (proxsparse-liu Table 1 in full) -----------------------------------------------
+
+
+def test_table1_fails_when_alm_is_slightly_off(monkeypatch, tmp_path):
+    # EnumALM solving at 1.001 lam: suboptimal by far more than 1e-13 and worse than IPM
+    monkeypatch.setattr(prox_pkg, "prox_nm", _prox_lam_times(1.001, methods=("alm",)))
+    ok, got = _run_broken("table1", tmp_path)
+    assert ok is False
+    assert got["liu-table1-alm-ipm"] is False
+    assert got["liu-table1-alm-le-ipm"] is False
+    assert got["liu-table1-pgd"] is True
+
+
+def test_table1_fails_when_pgd_stops_early(monkeypatch, tmp_path):
+    orig = prox_pkg.prox_nm
+
+    def broken(y, lam, n=2, m=4, *, method="alm", **kw):
+        if method == "pgd":
+            kw["max_iter"] = 5
+        return orig(y, lam, n, m, method=method, **kw)
+
+    monkeypatch.setattr(prox_pkg, "prox_nm", broken)
+    ok, got = _run_broken("table1", tmp_path)
+    assert ok is False
+    assert got["liu-table1-pgd"] is False
+    assert got["liu-table1-alm-ipm"] is True
+
+
+def test_table1_fails_for_a_slow_alm(monkeypatch, tmp_path):
+    # an ALM that also runs PGD costs at least PGD's time: PGD > ALM no longer holds
+    orig = prox_pkg.prox_nm
+
+    def broken(y, lam, n=2, m=4, *, method="alm", **kw):
+        if method == "alm":
+            orig(y, lam, n, m, method="pgd")
+        return orig(y, lam, n, m, method=method, **kw)
+
+    monkeypatch.setattr(prox_pkg, "prox_nm", broken)
+    ok, got = _run_broken("table1", tmp_path)
+    assert ok is False
+    assert got["liu-table1-runtime"] is False
+    assert got["liu-table1-alm-ipm"] is True
+
+
+def test_table1_fails_when_reference_objective_is_wrong(monkeypatch, tmp_path):
+    # the check's own objective with lam doubled: solvers and reference agree with each other
+    # under it, but the certificate (its own objective) refuses the reference points
+    import theory_checks.check_table1 as chk
+
+    orig = chk._objective_ld
+    monkeypatch.setattr(chk, "_objective_ld", lambda w, y, lam: orig(w, y, 2 * np.asarray(lam)))
+    ok, got = _run_broken("table1", tmp_path)
+    assert ok is False
+    assert got["liu-table1-alm-ipm"] is False
