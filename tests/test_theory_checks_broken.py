@@ -226,3 +226,60 @@ def test_table1_fails_when_reference_objective_is_wrong(monkeypatch, tmp_path):
     ok, got = _run_broken("table1", tmp_path)
     assert ok is False
     assert got["liu-table1-alm-ipm"] is False
+
+
+# --- maiht_accel_rate (Thm 3.4 (2)) and maiht_time (Table 6) -------------------------------
+
+
+def _patch_maiht(monkeypatch, change):
+    import sparseopt.solvers as solvers
+
+    orig = solvers.maiht
+
+    def broken(f, **kw):
+        return orig(f, **change(dict(kw)))
+
+    monkeypatch.setattr(solvers, "maiht", broken)
+
+
+def test_maiht_accel_rate_fails_when_stopped_early(monkeypatch, tmp_path):
+    # 40 iterations: the run ends above the support-restricted optimum L*
+    _patch_maiht(monkeypatch, lambda kw: {**kw, "max_iter": min(kw.get("max_iter", 1000), 40)})
+    ok, got = _run_broken("maiht_accel_rate", tmp_path)
+    assert ok is False
+    assert got["maiht-thm34-2"] is False
+
+
+def test_maiht_accel_rate_fails_with_another_step(monkeypatch, tmp_path):
+    # the solver runs with alpha / 4 while the constants (and the monitor step V) use alpha
+    _patch_maiht(monkeypatch, lambda kw: {**kw, "step": kw["step"] / 4})
+    ok, got = _run_broken("maiht_accel_rate", tmp_path)
+    assert ok is False
+    assert got["maiht-thm34-2"] is False
+
+
+def test_maiht_time_fails_for_quadratic_cost(monkeypatch, tmp_path):
+    # every gradient call also re-evaluates the loss once per earlier call of the run (work over
+    # the whole history): the time per iteration grows with k
+    import sparseopt.objectives as objectives
+    import sparseopt.solvers as solvers
+
+    calls = [0]
+    orig_vg = objectives.LayerLoss.value_and_grad
+    orig_maiht = solvers.maiht
+
+    def value_and_grad(self, w):
+        calls[0] += 1
+        for _ in range(calls[0]):
+            self.value(w)
+        return orig_vg(self, w)
+
+    def maiht(f, **kw):
+        calls[0] = 0
+        return orig_maiht(f, **kw)
+
+    monkeypatch.setattr(objectives.LayerLoss, "value_and_grad", value_and_grad)
+    monkeypatch.setattr(solvers, "maiht", maiht)
+    ok, got = _run_broken("maiht_time", tmp_path)
+    assert ok is False
+    assert got["maiht-table6-linear"] is False

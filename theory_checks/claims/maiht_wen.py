@@ -38,6 +38,14 @@ CLAIMS: list[Claim] = [
           "For IHT there is a k_1 with L(W^k) - L* <= ||W^{k_1} - W*||^2 / (2 alpha (k - k_1)) for all "
           "k > k_1.",
           check="maiht_rate"),
+    Claim("maiht-thm34-2", PAPER, "Theorem 3.4 (2)",
+          "For mAIHT there are k_2 and C with L(W^k) - L* <= (C / ((k - k_2) d (1 - 2 theta)))^(1/(1 - 2 theta)) "
+          "for all k > k_2, theta in (0, 1/2), d = min{alpha_2 (1 - L alpha_2) / (4 C (1 + L alpha_2)^2), "
+          "C / (1 - 2 theta) (2^((2 theta - 1)/(2 theta - 2)) - 1) (L(V^1) - L*)^(2 theta - 1)}.",
+          check="maiht_accel_rate"),
+    Claim("maiht-table6-linear", PAPER, "App. D, Table 6",
+          "mAIHT's runtime scales approximately linearly with the number of iterations.",
+          check="maiht_time"),
     Claim("maiht-fig1-faster", PAPER, "Sec. 4.2, Fig. 1",
           "mAIHT converges faster than IHT (adaptive lambda, Alg. 1).",
           check="maiht_acceleration"),
