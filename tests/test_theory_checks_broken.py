@@ -283,3 +283,35 @@ def test_maiht_time_fails_for_quadratic_cost(monkeypatch, tmp_path):
     ok, got = _run_broken("maiht_time", tmp_path)
     assert ok is False
     assert got["maiht-table6-linear"] is False
+
+
+# --- maiht_risk (Thm 3.6 / 3.8) ---------------------------------------------------------------
+
+
+def test_maiht_risk_fails_for_a_sign_error_in_the_gradient(monkeypatch, tmp_path):
+    # grad = 2 (W + W*) H: IHT and mAIHT converge to a point of much larger risk
+    import sparseopt.objectives as objectives
+
+    def grad(self, W):
+        return 2 * (W + self.W_star) @ self.H
+
+    def value_and_grad(self, W):
+        return self.value(W), grad(self, W)
+
+    monkeypatch.setattr(objectives.LayerLoss, "grad", grad)
+    monkeypatch.setattr(objectives.LayerLoss, "value_and_grad", value_and_grad)
+    ok, got = _run_broken("maiht_risk", tmp_path)
+    assert ok is False
+    assert got["maiht-thm36"] is False and got["maiht-thm38"] is False
+
+
+def test_maiht_risk_fails_when_the_limit_is_too_sparse(monkeypatch, tmp_path):
+    # lam 100x: the limit keeps fewer than s entries (premise s* >= s fails) and its risk is large
+    import sparseopt.solvers as solvers
+
+    for name in ("iht", "maiht"):
+        orig = getattr(solvers, name)
+        monkeypatch.setattr(solvers, name, lambda f, _o=orig, **kw: _o(f, **{**kw, "lam": 100 * kw["lam"]}))
+    ok, got = _run_broken("maiht_risk", tmp_path)
+    assert ok is False
+    assert got["maiht-thm36"] is False and got["maiht-thm38"] is False

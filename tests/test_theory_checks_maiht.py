@@ -11,7 +11,8 @@ from theory_checks.check_maiht_descent import max_relative_increase
 from theory_checks.check_maiht_fixed_point import fixed_point_violation
 
 CHECKS = ["maiht_descent", "maiht_fixed_point", "maiht_rate", "maiht_acceleration",
-          "maiht_magnitude", "maiht_mu", "maiht_accel_rate", "maiht_time"]
+          "maiht_magnitude", "maiht_mu", "maiht_accel_rate", "maiht_time",
+          "maiht_risk"]
 
 
 @pytest.mark.parametrize("name", CHECKS)

@@ -46,6 +46,18 @@ CLAIMS: list[Claim] = [
     Claim("maiht-table6-linear", PAPER, "App. D, Table 6",
           "mAIHT's runtime scales approximately linearly with the number of iterations.",
           check="maiht_time"),
+    Claim("maiht-thm36", PAPER, "Theorem 3.6, Corollary 3.7",
+          "If delta_{s*+s}(I_{d2} x sqrt(alpha) X) <= tau < 1/2 and s* = ||W*||_0 >= s, the IHT iterates "
+          "satisfy R(W^k) <= C^2 min_{||W||_0 <= s} R(W) + O(1/(1 - 2 tau)) (2 delta_{s*+s})^(k-K) + "
+          "O(sqrt(log(2 d1^2 / delta) / (n (1 - 2 tau)^4))), C = 1 + 2 (1 + delta_{s*+s}) / (1 - 2 delta_{s*+s}).",
+          check="maiht_risk"),
+    Claim("maiht-thm38", PAPER, "Theorem 3.8, Corollary 3.9",
+          "If delta_{s*+s} <= tau < u = 0.3478 (4u^3 + 4u^2 + u = 1) and the accumulation points have "
+          "s* >= s nonzeros, the mAIHT iterates satisfy R(W^k) <= C^2 min_{||W||_0 <= s} R(W) + "
+          "O(1/(1 - rho_tau)) rho^(k-K) + O(sqrt(log(2 d1^2 / delta) / (n (1 - rho_tau)^4))), "
+          "rho = 2 delta sqrt(1 + delta) / sqrt(1 - delta), C = 1 + sqrt(1 + delta) (4 + 2 delta) / "
+          "(sqrt(1 - delta) (1 - rho)).",
+          check="maiht_risk"),
     Claim("maiht-fig1-faster", PAPER, "Sec. 4.2, Fig. 1",
           "mAIHT converges faster than IHT (adaptive lambda, Alg. 1).",
           check="maiht_acceleration"),
