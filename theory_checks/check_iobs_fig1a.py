@@ -1,29 +1,48 @@
-"""iobs-wu Sec. 4.1, Fig. 1a: Top-k I-OBS vs k-IHT on sparse linear regression (Gaussian prior).
+"""iobs-wu Sec. 4.1, Fig. 1a: Top-k I-OBS vs k-IHT on sparse linear regression (Gaussian prior),
+in a regime where one Newton step is not exact.
 
-d = 128, k* = 16, n = 256, k = 64, X_ij ~ N(0, 1/n), y = X theta*, loss L = ||y - X theta||^2,
-20 seeds, 750 steps; k-IHT with step 1/lambda_max(H). Top-k I-OBS (eq. 12) uses the full Newton
-step; since H = 2 X'X is positive definite (n > d) and theta* is k*-sparse with k* <= k, one
-Newton step from any start lands on theta*. A public sandbox of this experiment scaled the
-Newton step by 2/n and reported distance 0.050 (I-OBS) vs 1.14 (k-IHT) after 750 steps; that
-damped variant is run too, for comparison.
+The paper's setting (d = 128, k* = 16, n = 256, k = 64, noise-free) has H = X'X positive
+definite, so one full Newton step (eq. 12) from any start lands on theta* and any correct
+linear solve "converges" in one iteration; the paper's gradual curves are not reproduced there
+(printed below for reference, not asserted). The check uses n < d instead: d = 128, k* = 16,
+n = 96, k = 2 k* = 32 (the paper's Fig. 1b rule), X_ij ~ N(0, 1/n), y = X theta*, 20 seeds
+(quick 4), 750 steps from 0. X'X is singular, so Top-k I-OBS takes the Newton step of the
+model (eq. 8) on Q_t = supp(theta_t) plus the k largest gradient coordinates
+(``topk_iobs(newton="restricted")``, step 1, |Q_t| <= 2k < n); k-IHT has step 1/lambda_max(H)
+(the paper's learning rate). theta* is the unique k*-sparse solution (n >= 2 k*), the
+independent reference for the distance ||theta_t - theta*||.
+
+Claim ``iobs-fig1a`` (all on every seed unless said otherwise):
+  gradual: the first I-OBS step is not exact (distance > 1e-3 ||theta*||) on at least half of
+    the seeds, and some seed needs >= 3 iterations (the regime is not the one-step one);
+  I-OBS reaches distance <= 1e-8 ||theta*|| within 10 iterations;
+  Newton signature (Lemma 3 with M = 0 for a quadratic: once the support is found the step is
+    exact): the best one-step contraction ||e_{t+1}|| / ||e_t|| of I-OBS is <= 1e-6;
+  k-IHT needs >= 20x as many iterations as I-OBS (median over seeds; not reaching 1e-8 within
+    750 steps counts as 751), and its mean final distance is larger.
+What makes it fail (tested): a Newton step of the wrong length (0.5 or 2: H = X'X against
+the 2 X'X of L = ||y - X theta||^2), a Top-k that keeps the wrong entries, an I-OBS no faster
+than k-IHT.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sparseopt.threads import one_thread
 
+import sparseopt.solvers as solvers
 from sparseopt import TopK
 from sparseopt.objectives import LeastSquares
-from sparseopt.solvers import iht, topk_iobs
+from sparseopt.threads import one_thread
 
 from ._report import claim, figure, header, savefig, verdict
 
 NAME = "iobs_fig1a"
-TARGET = 1e-8
+TARGET = 1e-8  # relative to ||theta*||
+D, KSTAR, N, K = 128, 16, 96, 32
+STEPS = 750
 
 
-def problem(seed, d=128, kstar=16, n=256):
+def problem(seed, d=D, kstar=KSTAR, n=N):
     rng = np.random.default_rng(seed)
     theta_star = np.zeros(d)
     theta_star[rng.choice(d, kstar, replace=False)] = rng.standard_normal(kstar)
@@ -31,15 +50,19 @@ def problem(seed, d=128, kstar=16, n=256):
     return LeastSquares(X, X @ theta_star), theta_star
 
 
-def trajectory(step_fn, x0, theta_star, f, steps):
-    """Distances ||theta_t - theta*|| and paper losses ||y - X theta_t||^2 = 2 f, t = 0..steps."""
+def trajectory(step_fn, x0, theta_star, f, steps, stop_below=None):
+    """Distances ||theta_t - theta*|| and losses ||y - X theta_t||^2 = 2 f, t = 0..steps
+    (after the distance is below ``stop_below`` the run stops and the last value is repeated)."""
     dist, loss = np.empty(steps + 1), np.empty(steps + 1)
     x = x0
     for t in range(steps + 1):
         dist[t], loss[t] = np.linalg.norm(x - theta_star), 2.0 * f.value(x)
+        if stop_below is not None and dist[t] <= stop_below and t > 0:
+            dist[t + 1:], loss[t + 1:] = dist[t], loss[t]
+            break
         if t < steps:
             x = step_fn(x)
-    return dist, loss, x
+    return dist, loss
 
 
 def first_below(dist, level):
@@ -48,94 +71,84 @@ def first_below(dist, level):
 
 
 def run(out_dir, quick: bool = False) -> bool:
-    header(
-        NAME,
-        "iobs-wu Fig. 1a: Top-k I-OBS (eq. 12, full Newton step) reaches theta* in a handful of\n"
-        "iterations on sparse least squares (d=128, k*=16, n=256, k=64), where k-IHT with step\n"
-        "1/lambda_max(H) needs hundreds; distances after 750 steps are also reported.",
-    )
-    seeds = range(3) if quick else range(20)
-    steps = 750
-    k = 64
-    pattern = TopK(k)
-    curves = {"topk_iobs": [], "topk_iobs_2/n": [], "iht": []}
+    header(NAME, f"iobs-wu Fig. 1a: Top-k I-OBS (Newton step, eq. 12 / eq. 8) converges much faster "
+                 f"than k-IHT on sparse least squares; here n = {N} < d = {D} (k* = {KSTAR}, k = {K}), "
+                 f"where one Newton step is not exact")
+    seeds = range(4) if quick else range(20)
+    pattern = TopK(K)
+    curves = {"topk_iobs": [], "iht": []}
     losses = {key: [] for key in curves}
     hits = {key: [] for key in curves}
-    consistent = True
+    first_rel, best_contr, paper_one_step = [], [], []
     for seed in seeds:
         f, theta_star = problem(seed)
-        n = f.X.shape[0]
-        step_iht = 1.0 / f.lipschitz()  # lambda_max(H) of f = 0.5||Xw - y||^2; same ratio for L
+        tnorm = np.linalg.norm(theta_star)
+        step_iht = 1.0 / f.lipschitz()
         x0 = np.zeros(f.shape)
         fns = {
-            "topk_iobs": lambda x: topk_iobs(f, pattern=pattern, x0=x, max_iter=1).x,
-            "topk_iobs_2/n": lambda x: topk_iobs(f, pattern=pattern, x0=x, max_iter=1, step=2.0 / n).x,
-            "iht": lambda x: iht(f, pattern=pattern, x0=x, step=step_iht, max_iter=1, tol=0.0).x,
+            "topk_iobs": lambda x: solvers.topk_iobs(f, pattern=pattern, x0=x, max_iter=1, tol=0.0,
+                                                     newton="restricted").x,
+            "iht": lambda x: solvers.iht(f, pattern=pattern, x0=x, step=step_iht, max_iter=1, tol=0.0).x,
         }
-        for key, fn in fns.items():
-            with one_thread():  # 128 x 128 factorizations: threads only add overhead
-                dist, loss, _ = trajectory(fn, x0, theta_star, f, steps)
-            curves[key].append(dist)
-            losses[key].append(loss)
-            hits[key].append(first_below(dist, TARGET))
-        # the stepped runs agree with one call of each solver doing all the iterations
-        one = iht(f, pattern=pattern, x0=x0, step=step_iht, max_iter=steps, tol=0.0).x
-        consistent &= bool(np.isclose(np.linalg.norm(one - theta_star), curves["iht"][-1][-1],
-                                      rtol=1e-9, atol=1e-14))
-        print(f"  seed {seed}: iterations to {TARGET:g}: I-OBS {hits['topk_iobs'][-1]}, "
-              f"k-IHT {hits['iht'][-1]}; distance after {steps}: I-OBS "
-              f"{curves['topk_iobs'][-1][-1]:.2e}, I-OBS(2/n) {curves['topk_iobs_2/n'][-1][-1]:.3f}, "
-              f"k-IHT {curves['iht'][-1][-1]:.2e}", flush=True)
+        with one_thread():
+            for key, fn in fns.items():
+                dist, loss = trajectory(fn, x0, theta_star, f, STEPS, stop_below=1e-14 * tnorm)
+                curves[key].append(dist / tnorm)
+                losses[key].append(loss)
+                hits[key].append(first_below(dist / tnorm, TARGET))
+            # the paper's own setting (n = 256 > d): one full Newton step lands on theta*
+            fp, tp = problem(seed, n=256)
+            xp = solvers.topk_iobs(fp, pattern=TopK(64), x0=np.zeros(D), max_iter=1, tol=0.0).x
+            paper_one_step.append(float(np.linalg.norm(xp - tp) / np.linalg.norm(tp)))
+        c = curves["topk_iobs"][-1]
+        first_rel.append(float(c[1]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = c[1:] / c[:-1]
+        ratio = ratio[np.isfinite(ratio) & (c[:-1] > 1e-12)]
+        best_contr.append(float(ratio.min()) if ratio.size else np.inf)
+        print(f"  seed {seed}: iterations to {TARGET:g} ||theta*||: I-OBS {hits['topk_iobs'][-1]}, "
+              f"k-IHT {hits['iht'][-1]}; I-OBS distances {np.array2string(c[:6], precision=2)}; best "
+              f"I-OBS contraction {best_contr[-1]:.1e}; k-IHT final {curves['iht'][-1][-1]:.1e}", flush=True)
 
-    def summary(key):
-        h = [x for x in hits[key] if x is not None]
-        return h, len(hits[key]) - len(h)
-
-    iobs_hits, iobs_miss = summary("topk_iobs")
-    iht_hits, iht_miss = summary("iht")
-    mean_end = {key: float(np.mean([c[-1] for c in curves[key]])) for key in curves}
-    figure("seeds", len(list(seeds)))
-    figure(f"Top-k I-OBS iterations to distance <= {TARGET:g} (max over seeds)",
-           max(iobs_hits) if iobs_hits else "never")
-    figure(f"k-IHT iterations to distance <= {TARGET:g} (median / min / max)",
-           f"{np.median(iht_hits):.0f} / {min(iht_hits)} / {max(iht_hits)}" if iht_hits else "never")
-    figure("k-IHT seeds not reaching the target within 750 steps", iht_miss)
-    figure("mean distance after 750 steps: Top-k I-OBS (full Newton)", f"{mean_end['topk_iobs']:.3e}")
-    figure("mean distance after 750 steps: Top-k I-OBS, step 2/n (sandbox variant)",
-           f"{mean_end['topk_iobs_2/n']:.3f}  (sandbox: 0.050)")
-    figure("mean distance after 750 steps: k-IHT (step 1/lambda_max)",
-           f"{mean_end['iht']:.3e}  (sandbox: 1.14)")
-    figure("stepped IHT runs equal single iht() calls", consistent)
+    it_iobs = np.array([h if h is not None else STEPS + 1 for h in hits["topk_iobs"]])
+    it_iht = np.array([h if h is not None else STEPS + 1 for h in hits["iht"]])
+    n_seeds = len(it_iobs)
+    not_exact = int(np.sum(np.array(first_rel) > 1e-3))
+    gradual = not_exact >= n_seeds / 2 and int(it_iobs.max()) >= 3
+    fast = bool(np.all(it_iobs <= 10))
+    newton = bool(np.all(np.array(best_contr) <= 1e-6))
+    speedup = float(np.median(it_iht) / np.median(it_iobs))
+    end = {key: float(np.mean([c[-1] for c in curves[key]])) for key in curves}
+    figure("regime", f"first I-OBS step not exact (> 1e-3) on {not_exact}/{n_seeds} seeds; "
+                     f"I-OBS iterations to {TARGET:g}: {it_iobs.tolist()}")
+    figure("k-IHT iterations to target (751 = not within 750)", it_iht.tolist())
+    figure("best one-step contraction of I-OBS (max over seeds)", f"{max(best_contr):.1e}")
+    figure("median iterations k-IHT / I-OBS", f"{speedup:.0f}")
+    figure("mean final relative distance", f"I-OBS {end['topk_iobs']:.1e}, k-IHT {end['iht']:.1e}")
+    figure("paper's setting n = 256, k = 64 (not asserted)",
+           f"one full Newton step lands within {max(paper_one_step):.1e} of theta* (relative)")
 
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    t = np.arange(steps + 1)
-    labels = {"topk_iobs": "Top-k I-OBS (Newton step)", "topk_iobs_2/n": "Top-k I-OBS, step 2/n",
-              "iht": "k-IHT, step 1/lambda_max"}
-    for key, color in zip(curves, ("C0", "C2", "C1")):
+    t = np.arange(STEPS + 1)
+    labels = {"topk_iobs": "Top-k I-OBS (restricted Newton)", "iht": "k-IHT, step 1/lambda_max"}
+    for key, color in zip(curves, ("C0", "C1")):
         for ax, data in zip(axes, (losses[key], curves[key])):
             arr = np.maximum(np.array(data), 1e-17)
-            ax.semilogy(t, np.exp(np.mean(np.log(arr), axis=0)), color=color, label=labels[key])
-            ax.fill_between(t, arr.min(0), arr.max(0), color=color, alpha=0.15)
-    axes[0].set(xlabel="iteration", ylabel="training loss ||y - X theta||^2", title="loss")
-    axes[1].set(xlabel="iteration", ylabel="||theta_t - theta*||", title="distance to theta*")
+            ax.loglog(t + 1, np.exp(np.mean(np.log(arr), axis=0)), color=color, label=labels[key])
+            ax.fill_between(t + 1, arr.min(0), arr.max(0), color=color, alpha=0.15)
+    axes[0].set(xlabel="iteration + 1", ylabel="training loss ||y - X theta||^2", title="loss")
+    axes[1].set(xlabel="iteration + 1", ylabel="||theta_t - theta*|| / ||theta*||", title="distance")
     axes[1].axhline(TARGET, color="gray", ls=":", lw=1)
     axes[0].legend()
-    fig.suptitle(f"iobs-wu Fig. 1a: d=128, k*=16, n=256, k=64, {len(list(seeds))} seeds "
+    fig.suptitle(f"iobs-wu Fig. 1a with n < d: d={D}, k*={KSTAR}, n={N}, k={K}, {n_seeds} seeds "
                  "(geometric mean, min-max band)")
     savefig(fig, out_dir, f"{NAME}.png")
 
-    passed = (
-        iobs_miss == 0
-        and max(iobs_hits) <= 5
-        and iht_hits != []
-        and min(iht_hits + [steps + 1] * iht_miss) >= 10 * max(iobs_hits)
-        and mean_end["topk_iobs"] < mean_end["iht"]
-        and consistent
-    )
-    detail = (f"I-OBS <= {max(iobs_hits) if iobs_hits else 'never'} its, k-IHT >= "
-              f"{min(iht_hits) if iht_hits else 'never'} its to {TARGET:g}")
-    claim("iobs-fig1a", detail + f"; mean final distance I-OBS {mean_end['topk_iobs']:.1e} < k-IHT "
-                                 f"{mean_end['iht']:.1e} (noise-free, n > d)", passed)
+    passed = gradual and fast and newton and speedup >= 20 and end["topk_iobs"] < end["iht"]
+    detail = (f"gradual {gradual} ({not_exact}/{n_seeds} first steps inexact); I-OBS <= "
+              f"{int(it_iobs.max())} its, k-IHT median {np.median(it_iht):.0f} its ({speedup:.0f}x >= 20); "
+              f"best Newton contraction {max(best_contr):.1e} <= 1e-6")
+    claim("iobs-fig1a", detail + f"; n = {N} < d = {D}", passed)
     return verdict(NAME, passed, detail)
