@@ -317,29 +317,39 @@ def test_maiht_risk_fails_when_the_limit_is_too_sparse(monkeypatch, tmp_path):
     assert got["maiht-thm36"] is False and got["maiht-thm38"] is False
 
 
-# --- iobs_fig1a (iobs-wu Fig. 1a, n < d) -----------------------------------------------------
+# --- iobs_fig1a, iobs_digits (iobs-wu Fig. 1a, 1b, n < d) -----------------------------------------------------
+
+
+IOBS_FIG1 = [("iobs_fig1a", "iobs-fig1a"), ("iobs_digits", "iobs-fig1b")]
 
 
 @pytest.mark.parametrize("eta", [0.5, 2.0])
-def test_iobs_fig1a_fails_for_a_newton_step_off_by_2(eta, monkeypatch, tmp_path):
+@pytest.mark.parametrize("name,cid", IOBS_FIG1)
+def test_iobs_fig1_fails_for_a_newton_step_off_by_2(name, cid, eta, monkeypatch, tmp_path):
     # H = X'X against the 2 X'X of L = ||y - X theta||^2: the Newton step is half or twice as long
     import sparseopt.solvers as solvers
 
+    if name == "iobs_digits":
+        pytest.importorskip("sklearn")
     orig = solvers.topk_iobs
     monkeypatch.setattr(solvers, "topk_iobs", lambda f, **kw: orig(f, **{**kw, "step": eta}))
-    ok, got = _run_broken("iobs_fig1a", tmp_path)
+    ok, got = _run_broken(name, tmp_path)
     assert ok is False
-    assert got["iobs-fig1a"] is False
+    assert got[cid] is False
 
 
-def test_iobs_fig1a_fails_when_iobs_is_a_gradient_step(monkeypatch, tmp_path):
+@pytest.mark.parametrize("name,cid", IOBS_FIG1)
+def test_iobs_fig1_fails_when_iobs_is_a_gradient_step(name, cid, monkeypatch, tmp_path):
     # a "Top-k I-OBS" that takes the k-IHT step (no second-order information)
     import sparseopt.solvers as solvers
+
+    if name == "iobs_digits":
+        pytest.importorskip("sklearn")
 
     def fake(f, *, pattern, x0, max_iter, tol, **_):
         return solvers.iht(f, pattern=pattern, x0=x0, step=1.0 / f.lipschitz(), max_iter=max_iter, tol=tol)
 
     monkeypatch.setattr(solvers, "topk_iobs", fake)
-    ok, got = _run_broken("iobs_fig1a", tmp_path)
+    ok, got = _run_broken(name, tmp_path)
     assert ok is False
-    assert got["iobs-fig1a"] is False
+    assert got[cid] is False

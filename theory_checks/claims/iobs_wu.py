@@ -63,7 +63,7 @@ CLAIMS: list[Claim] = [
           check="iobs_fig1a"),
     Claim("iobs-fig1b", PAPER, "Sec. 4.1, Fig. 1b",
           "With an image prior, Top-k I-OBS gives a better recovery than k-IHT for a fixed number of "
-          "steps (here sklearn 8x8 digits instead of MNIST).",
+          "steps (here sklearn 8x8 digits on a 16x16 canvas instead of MNIST, n = 192 < d = 256).",
           check="iobs_digits"),
     Claim("iobs-alg2-rounds", PAPER, "Sec. 4.2, Alg. 2",
           "Rounds of I-OBS with the SparseGPT solver improve on the one-shot (single-round) SparseGPT "
