@@ -124,3 +124,23 @@ def test_pgd_bad_input(kwargs, match):
     for fn in (enum_pgd_sorted, enum_pgd_numpy):
         with pytest.raises(ValueError, match=match):
             fn(args["z"], args["lam"], args["n"], args["tol"], args["max_iter"])
+
+
+def test_two_cycle_at_large_lam_stops_at_once():
+    """At a large lam, projected gradient from 0 can alternate between two points with the
+    same gradient-mapping norm; the stop rule "||G|| did not decrease" ends such a run at
+    once (with ">", it ran to max_iter = 100000 on 23 of 100 groups at lam = 30) and the
+    answer is the exact prox, in the kernel and its NumPy twin."""
+    from sparseopt.prox import prox_nm
+    from sparseopt.prox.pgd import STOP_MAX_ITER, enum_pgd_numpy, enum_pgd_sorted
+
+    rng = np.random.default_rng(0)
+    z = -np.sort(-np.abs(rng.standard_normal((100, 4))), axis=1)
+    for lam in (30.0, 100.0):
+        w, info = enum_pgd_sorted(z, lam, return_info=True)
+        w_np, info_np = enum_pgd_numpy(z, lam, return_info=True)
+        np.testing.assert_array_equal(w, w_np)
+        np.testing.assert_array_equal(info["n_iter_runs"], info_np["n_iter_runs"])
+        assert not np.any(info["stop_runs"] == STOP_MAX_ITER)
+        assert info["n_iter_runs"].max() < 1000
+        np.testing.assert_allclose(w, prox_nm(z, lam), rtol=0, atol=1e-12)

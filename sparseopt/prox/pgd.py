@@ -26,7 +26,8 @@ STEP = 0.25  # 1 / gamma_max bound of Fact 8 b)
 
 # stop codes per candidate run
 STOP_TOL = 0  # ||G(w)|| <= tol * z_1
-STOP_INCREASE = 1  # ||G(w)|| increased: the run left the convexity region (Sec. 3.5)
+STOP_INCREASE = 1  # ||G(w)|| did not decrease: the run left the convexity region (Sec. 3.5)
+#                    or cycles (at a large lam the iterates can alternate between two points)
 STOP_MAX_ITER = 2
 
 
@@ -104,7 +105,7 @@ def _pgd_run(z, lam, k, tol_abs, max_iter, w, track_psd):
             d = wn[i] - w[i]
             r2 += d * d
         r = np.sqrt(r2) / STEP  # norm of the gradient mapping G(w) = (w - w+) / step
-        if r > r_prev:
+        if r >= r_prev:  # not decreasing: left the convexity region, or a 2-cycle
             return it, STOP_INCREASE, left
         for i in range(k):
             w[i] = wn[i]
@@ -204,7 +205,7 @@ def enum_pgd_sorted(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False)
         ``n_iter`` (G,) int: iterations of both runs together.
         ``left_psd_runs``, ``n_iter_runs``, ``stop_runs`` (G, m - 2): per run (column 0 the
         3-sparse run, column 1 the dense run); stop codes 0 = tolerance reached,
-        1 = gradient-mapping norm increased, 2 = max_iter.
+        1 = gradient-mapping norm did not decrease, 2 = max_iter.
         ``winner`` (G,) int: which candidate was returned: 2 (the 2-sparse one), 3 (the
         3-sparse run) or 4 (the dense run). A run can end on a point with a smaller
         support (e.g. the dense run at w_4 = 0), so count nonzeros for the support.
@@ -343,7 +344,7 @@ def enum_pgd_numpy(z, lam, n=2, tol=1e-12, max_iter=100_000, return_info=False):
                 d = wn[:, i] - wa[:, i]
                 r2 = r2 + d * d
             r = np.sqrt(r2) / STEP
-            inc = r > r_prev[ia]
+            inc = r >= r_prev[ia]
             stop[ia[inc], c] = STOP_INCREASE
             nit[ia[inc]] = it
             keep = ~inc
