@@ -43,3 +43,32 @@ def test_table_marks_unrecorded_and_failed_claims():
     table = claims_table({first.id: (first.check, "0.5 <= 1", False)})
     assert "| 0.5 <= 1 | FAIL |" in table
     assert table.count("| MISSING |") == len(claims) - 1
+
+
+def test_update_reruns_some_checks_and_keeps_the_other_figures(tmp_path):
+    """--claims FILE --update: the rerun checks' claims take the new figures, every other
+    claim keeps the figure of the last full run (FILE's .json); without that file it stops."""
+    from theory_checks.__main__ import main, write_claims
+
+    by_check = {}
+    for c in all_claims():
+        if c.check:
+            by_check.setdefault(c.check, []).append(c.id)
+    a, b = sorted(by_check)[:2]
+    path = str(tmp_path / "claims.md")
+    with pytest.raises(SystemExit, match="full run"):
+        write_claims(path, {}, update=True, rerun={a})
+    full = {cid: (chk, f"old {cid}", True) for chk, ids in by_check.items() for cid in ids}
+    write_claims(path, full)
+    new = {cid: (a, f"new {cid}", False) for cid in by_check[a]}
+    write_claims(path, new, update=True, rerun={a})
+    table = open(path).read()
+    for cid in by_check[a]:
+        assert f"new {cid}" in table and f"old {cid}" not in table
+    for cid in by_check[b]:
+        assert f"old {cid}" in table
+    assert "MISSING" not in table
+    with pytest.raises(SystemExit):  # names without --update, --update without --claims
+        main([a, "--claims", path])
+    with pytest.raises(SystemExit):
+        main([a, "--update"])
