@@ -172,6 +172,26 @@ def test_liu_regw0_fails_for_a_kink(monkeypatch, tmp_path):
     assert got["liu-prop2-c1"] is False
 
 
+# --- alm_decrease (proxsparse-liu Props. 6, 8; Prop. 6 on the production kernel) ----------
+
+
+def test_alm_decrease_fails_when_the_kernel_solves_another_lam(monkeypatch, tmp_path):
+    # the production EnumALM kernel at 1.001 lam: its output is not stationary for lam; the
+    # NumPy trace of Alg. 2 (Props. 6 and 8) is untouched and still passes
+    import sparseopt.prox.alm as alm_mod
+
+    orig = alm_mod.enum_alm_sorted
+
+    def broken(z, lam, n, tol, max_iter, **kw):
+        return orig(z, 1.001 * lam, n, tol, max_iter, **kw)
+
+    monkeypatch.setattr(alm_mod, "enum_alm_sorted", broken)
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop6-kernel-critical"] is False
+    assert got["liu-prop8"] is True and got["liu-prop6"] is True
+
+
 # --- table1 (proxsparse-liu Table 1 in full) -----------------------------------------------
 
 

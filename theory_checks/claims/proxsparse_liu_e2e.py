@@ -1,5 +1,6 @@
-"""Claims of proxsparse-liu about end-to-end ProxSparse (Alg. 1), checked with the torch
-adapter (see theory_checks.claims)."""
+"""Claims of proxsparse-liu added in issue 11's second pass: end-to-end ProxSparse (Alg. 1),
+checked with the torch adapter, and Prop. 6's critical-point statement on the production
+EnumALM kernel (see theory_checks.claims)."""
 
 from theory_checks.claims import Claim
 
@@ -21,4 +22,9 @@ CLAIMS: list[Claim] = [
           "An excessively large lambda_1 gives a worse pruned model than a balanced one (the large-"
           "lambda_1 side of Table 4; measured as the loss of W0 * mask on the calibration data).",
           check="liu_proxsparse"),
+    Claim("liu-prop6-kernel-critical", PAPER, "Prop. 6 (second statement)",
+          "As eps -> 0 the output of Algorithm 2 converges to a critical point of g_3 (S = 3) or g_4 "
+          "(S = 4); checked on the production EnumALM kernel (balanced start, Newton steps): its "
+          "output is stationary on its support.",
+          check="alm_decrease"),
 ]
