@@ -1,0 +1,68 @@
+"""The repaired maiht-wen and layer theory checks FAIL on deliberately broken implementations
+(issue 11, "repair every weak check": for each repaired check a test shows that it fails on a
+broken implementation).
+
+Each test monkeypatches one library function the check calls (a threshold off by a factor,
+a projection that keeps the wrong entries, a step off by a factor 2, mAIHT without its
+momentum, a schedule without the Mean|W*| of eq. 15, ...), runs the check in quick mode and
+asserts that it returns False and that the claim the break should hit is recorded as failed.
+The unbroken runs are in ``test_theory_checks_maiht.py`` and ``test_theory_checks_layer.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import sparseopt.solvers  # noqa: F401  (loads the module sparseopt.solvers.iht)
+from sparseopt.patterns import NM
+from sparseopt.threads import one_thread
+from theory_checks._report import take_claims
+
+#: the module (``sparseopt.solvers.iht`` is the function re-exported by the package)
+iht_mod = sys.modules["sparseopt.solvers.iht"]
+
+
+def _run_broken(name, tmp_path):
+    """Run check ``name`` in quick mode; return (ok, {claim id: passed})."""
+    module = importlib.import_module(f"theory_checks.check_{name}")
+    take_claims()
+    try:
+        with one_thread():
+            ok = module.run(str(tmp_path), quick=True)
+    finally:
+        got = take_claims()
+    return ok, {cid: passed for cid, (_, passed) in got.items()}
+
+
+def _threshold_times(monkeypatch, factor):
+    """IHT / mAIHT hard thresholding at ``factor`` times sqrt(2 step lam)."""
+    orig = iht_mod.hard_threshold
+    monkeypatch.setattr(iht_mod, "hard_threshold", lambda v, t: orig(v, factor * t))
+
+
+# --- maiht_magnitude -----------------------------------------------------------------------
+
+
+def test_magnitude_fails_with_threshold_sqrt_alpha_lam(monkeypatch, tmp_path):
+    # threshold sqrt(alpha lam) instead of sqrt(2 alpha lam)
+    _threshold_times(monkeypatch, 1 / math.sqrt(2))
+    ok, got = _run_broken("maiht_magnitude", tmp_path)
+    assert ok is False
+    assert got["maiht-rem22"] is False
+
+
+def test_magnitude_fails_when_the_24_projection_keeps_the_smallest(monkeypatch, tmp_path):
+    # the two smallest |w| of every cell instead of the two largest (a flipped sort)
+    def broken(self, x):
+        x = np.asarray(x)
+        return np.where(~self.mask(x), x, 0.0)
+
+    monkeypatch.setattr(NM, "project", broken)
+    ok, got = _run_broken("maiht_magnitude", tmp_path)
+    assert ok is False
+    assert got["maiht-rem22"] is False
