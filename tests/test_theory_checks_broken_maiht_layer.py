@@ -66,3 +66,27 @@ def test_magnitude_fails_when_the_24_projection_keeps_the_smallest(monkeypatch, 
     ok, got = _run_broken("maiht_magnitude", tmp_path)
     assert ok is False
     assert got["maiht-rem22"] is False
+
+
+# --- maiht_fixed_point ---------------------------------------------------------------------
+
+
+def test_fixed_point_fails_with_threshold_sqrt_alpha_lam(monkeypatch, tmp_path):
+    # IHT / mAIHT thresholding at sqrt(alpha lam): their limits keep entries below
+    # sqrt(2 alpha lam), so they are not alpha-fixed points of Def. 3.1
+    _threshold_times(monkeypatch, 1 / math.sqrt(2))
+    ok, got = _run_broken("maiht_fixed_point", tmp_path)
+    assert ok is False
+    assert got["maiht-thm33"] is False
+
+
+def test_fixed_point_fails_with_a_threshold_that_ignores_the_step(monkeypatch, tmp_path):
+    # the threshold always taken at the step 1/L, whatever the step: the limits of the small
+    # step alpha_2 / 8 are then no alpha_2 / 8-fixed points, the nesting claim fails
+    def prox(self, v, lam):
+        return iht_mod.hard_threshold(v, math.sqrt(2.0 * lam / self.objective.lipschitz()))
+
+    monkeypatch.setattr(iht_mod._Problem, "prox", prox)
+    ok, got = _run_broken("maiht_fixed_point", tmp_path)
+    assert ok is False
+    assert got["maiht-def31-nesting"] is False

@@ -53,3 +53,21 @@ def test_fixed_point_violation_detects_non_fixed_points():
     w = np.array([3.0, 0.0, 0.0])
     assert fixed_point_violation(f, w, lam, 0.4) == 0.0
     assert fixed_point_violation(f, w, lam, 1.0) > 0.1
+
+
+def test_def31_residual_is_the_set_valued_prox_map():
+    from theory_checks.check_maiht_fixed_point import def31_residual
+
+    # f = Tr((w - b) H (w - b)') with H = I/2: grad = w - b; fixed points at alpha = 1, lam = 1
+    # keep |b_i| >= sqrt 2 on the support, |b_i| <= sqrt 2 off it
+    b = np.array([[3.0, 0.5, -2.0]])
+    H = np.eye(3) / 2
+    assert def31_residual(b, H, np.array([[3.0, 0.0, -2.0]]), 1.0, 1.0) == 0.0
+    assert def31_residual(b, H, b, 1.0, 1.0) == pytest.approx(0.5 / 3)  # |0.5| < sqrt 2
+    assert def31_residual(b, H, np.array([[3.0, 0.0, 0.0]]), 1.0, 1.0) == pytest.approx(2 / 3)
+    # ... which is a fixed point for a small step (|alpha grad| = 2 alpha <= sqrt(2 alpha))
+    assert def31_residual(b, H, np.array([[3.0, 0.0, 0.0]]), 1.0, 0.4) == 0.0
+    # at |v| = sqrt(2 alpha lam) both branches of the prox are fixed points
+    t = np.sqrt(2.0)
+    assert def31_residual(np.array([[t]]), np.eye(1) / 2, np.array([[t]]), 1.0, 1.0) == 0.0
+    assert def31_residual(np.array([[t]]), np.eye(1) / 2, np.array([[0.0]]), 1.0, 1.0) == 0.0

@@ -34,6 +34,10 @@ CLAIMS: list[Claim] = [
           "IHT converges to an alpha-fixed point, and every accumulation point of mAIHT is an "
           "alpha_2-fixed point.",
           check="maiht_fixed_point"),
+    Claim("maiht-def31-nesting", PAPER, "Def. 3.1",
+          "For 0 <= alpha_1 <= alpha_2, F(alpha_1) contains F(alpha_2): a larger step size reduces the "
+          "set of fixed points.",
+          check="maiht_fixed_point"),
     Claim("maiht-thm34-1", PAPER, "Theorem 3.4 (1)",
           "For IHT there is a k_1 with L(W^k) - L* <= ||W^{k_1} - W*||^2 / (2 alpha (k - k_1)) for all "
           "k > k_1.",
