@@ -90,3 +90,46 @@ def test_fixed_point_fails_with_a_threshold_that_ignores_the_step(monkeypatch, t
     ok, got = _run_broken("maiht_fixed_point", tmp_path)
     assert ok is False
     assert got["maiht-def31-nesting"] is False
+
+
+# --- maiht_rate ----------------------------------------------------------------------------
+
+
+def _solver_step_times(monkeypatch, name, factor):
+    """``sparseopt.solvers.<name>`` taking ``factor`` times the step it is given."""
+    import sparseopt.solvers as solvers
+
+    orig = getattr(solvers, name)
+
+    def broken(objective, *, step=None, **kw):
+        return orig(objective, step=None if step is None else factor * step, **kw)
+
+    monkeypatch.setattr(solvers, name, broken)
+
+
+def test_rate_fails_when_iht_takes_half_the_step(monkeypatch, tmp_path):
+    # the bound itself still holds (slack ~0.1); the settled iterate no longer follows
+    # projected GD with step alpha and the tail decays at about half the predicted rate
+    _solver_step_times(monkeypatch, "iht", 0.5)
+    ok, got = _run_broken("maiht_rate", tmp_path)
+    assert ok is False
+    assert got["maiht-thm34-1"] is False
+
+
+def test_rate_fails_when_the_gradient_is_off_by_2(monkeypatch, tmp_path):
+    # a gradient 2 (W - W*) H / 2 = (W - W*) H: the step on the settled support is alpha / 2
+    from sparseopt.objectives import LayerLoss
+
+    orig = LayerLoss.grad
+    monkeypatch.setattr(LayerLoss, "grad", lambda self, W: 0.5 * orig(self, W))
+    if hasattr(LayerLoss, "value_and_grad"):
+        vg = LayerLoss.value_and_grad
+
+        def broken_vg(self, W):
+            v, g = vg(self, W)
+            return v, 0.5 * g
+
+        monkeypatch.setattr(LayerLoss, "value_and_grad", broken_vg)
+    ok, got = _run_broken("maiht_rate", tmp_path)
+    assert ok is False
+    assert got["maiht-thm34-1"] is False
