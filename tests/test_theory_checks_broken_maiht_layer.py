@@ -133,3 +133,25 @@ def test_rate_fails_when_the_gradient_is_off_by_2(monkeypatch, tmp_path):
     ok, got = _run_broken("maiht_rate", tmp_path)
     assert ok is False
     assert got["maiht-thm34-1"] is False
+
+
+# --- maiht_acceleration --------------------------------------------------------------------
+
+
+def test_acceleration_fails_for_maiht_without_momentum(monkeypatch, tmp_path):
+    # mAIHT without its extrapolation step is IHT: speed-up 1 < 1.5
+    import sparseopt.solvers as solvers
+
+    monkeypatch.setattr(solvers, "maiht", solvers.iht)
+    ok, got = _run_broken("maiht_acceleration", tmp_path)
+    assert ok is False
+    assert got["maiht-fig1-faster"] is False
+
+
+def test_acceleration_fails_for_maiht_with_half_the_step(monkeypatch, tmp_path):
+    # a slower mAIHT (half the step): no longer >= 1.5x faster than IHT on most seeds, or
+    # worse at equal budgets
+    _solver_step_times(monkeypatch, "maiht", 0.5)
+    ok, got = _run_broken("maiht_acceleration", tmp_path)
+    assert ok is False
+    assert got["maiht-fig1-faster"] is False
