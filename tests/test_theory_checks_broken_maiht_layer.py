@@ -155,3 +155,17 @@ def test_acceleration_fails_for_maiht_with_half_the_step(monkeypatch, tmp_path):
     ok, got = _run_broken("maiht_acceleration", tmp_path)
     assert ok is False
     assert got["maiht-fig1-faster"] is False
+
+
+# --- layer_fig2 ----------------------------------------------------------------------------
+
+
+def test_fig2_fails_with_wanda_scores_using_h_instead_of_its_root(monkeypatch, tmp_path):
+    # Wanda ranking by |w_j| H_jj instead of |w_j| H_jj^(1/2): not the optimum of a diagonal H
+    import sparseopt.layer.wanda as wanda_mod
+
+    monkeypatch.setattr(wanda_mod, "_input_scale",
+                        lambda H: np.clip(np.diag(np.asarray(H, dtype=np.float64)), 0.0, None))
+    ok, got = _run_broken("layer_fig2", tmp_path)
+    assert ok is False
+    assert got["kubler-fig2-alpha1"] is False

@@ -191,3 +191,20 @@ def test_fig2_quick_maiht_reaches_theorem1_optimum(fig2_quick):
     passed, claims, _ = fig2_quick
     assert claims["alpha=1 maiht"]
     assert passed
+
+
+def test_bruteforce_diagonal_is_the_full_enumeration():
+    # the cell-wise enumeration equals the enumeration of all masks of the row (diagonal H)
+    from theory_checks.check_layer_fig2 import bruteforce_diagonal
+
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        W_star = rng.standard_normal((2, 8))
+        H = np.diag(rng.uniform(0.1, 2.0, 8))
+        mask, W, rel = bruteforce_diagonal(W_star, H)
+        W_full, mask_full, loss, _ = bruteforce_nm(W_star, H)
+        np.testing.assert_array_equal(mask, mask_full)
+        np.testing.assert_allclose(W, W_full, atol=1e-12)
+        assert rel == pytest.approx(loss / np.sum((W_star @ H) * W_star), rel=1e-12)
+    with pytest.raises(ValueError, match="diagonal"):
+        bruteforce_diagonal(W_star, H + 0.1)
