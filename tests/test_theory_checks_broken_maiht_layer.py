@@ -169,3 +169,39 @@ def test_fig2_fails_with_wanda_scores_using_h_instead_of_its_root(monkeypatch, t
     ok, got = _run_broken("layer_fig2", tmp_path)
     assert ok is False
     assert got["kubler-fig2-alpha1"] is False
+
+
+# --- layer_schedule ------------------------------------------------------------------------
+
+
+def _prox_schedule(monkeypatch, lam0_of):
+    """``sparseopt.layer.prune`` with method="prox" and lam_tilde given turned into
+    lam0 = lam0_of(lam_tilde, mean |W*| of the Wanda-rescaled weights)."""
+    import sparseopt.layer as layer
+
+    orig = layer.prune
+
+    def broken(W, H, *args, **kw):
+        if kw.get("method") == "prox" and kw.get("lam_tilde") is not None:
+            lt = kw.pop("lam_tilde")
+            mean_abs = float(np.mean(np.abs(np.asarray(W)) * np.sqrt(np.diag(np.asarray(H)))))
+            kw["lam0"] = lam0_of(lt, mean_abs)
+        return orig(W, H, *args, **kw)
+
+    monkeypatch.setattr(layer, "prune", broken)
+
+
+def test_schedule_fails_without_the_mean_of_eq15(monkeypatch, tmp_path):
+    # lambda_0 = lambda_tilde_0 (no 1 / Mean|W*|): pruning c W* is not c times pruning W*
+    _prox_schedule(monkeypatch, lambda lt, mean_abs: lt)
+    ok, got = _run_broken("layer_schedule", tmp_path)
+    assert ok is False
+    assert got["kubler-eq15-scale"] is False
+
+
+def test_schedule_fails_with_the_wrong_power_of_the_mean(monkeypatch, tmp_path):
+    # lambda_0 = lambda_tilde_0 Mean|W*| (the scaling of a degree-1 regulariser, not r_{2:4})
+    _prox_schedule(monkeypatch, lambda lt, mean_abs: lt * mean_abs)
+    ok, got = _run_broken("layer_schedule", tmp_path)
+    assert ok is False
+    assert got["kubler-eq15-scale"] is False

@@ -31,6 +31,11 @@ CLAIMS: list[Claim] = [
           "An exponential schedule lambda_k = lambda_0 beta^k guarantees that the prox solution "
           "eventually is exactly 2:4 sparse, i.e. a finite runtime of Algorithm 2.",
           check="layer_schedule"),
+    Claim("kubler-eq15-scale", PAPER, "Sec. 4.2, eq. (15)",
+          "If w* is the optimal solution to the prox problem (z, lambda), then c w* is the optimal "
+          "solution for (c z, lambda / c); so with lambda_k = lambda_tilde_0 / Mean|W*| beta^k the pruner "
+          "does not depend on the scale of W* (pruning c W* gives c times the result).",
+          check="layer_schedule"),
     Claim("kubler-fig3-schedule", PAPER, "Sec. 4.2, eq. (15), Fig. 3",
           "The schedule lambda_k = lambda_tilde_0 / Mean|W*| beta^k trades runtime for loss: slower "
           "schedules (smaller beta, lambda_tilde_0) take more iterations and give no worse local loss.",
