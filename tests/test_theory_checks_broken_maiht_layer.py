@@ -16,7 +16,6 @@ import math
 import sys
 
 import numpy as np
-import pytest
 
 import sparseopt.solvers  # noqa: F401  (loads the module sparseopt.solvers.iht)
 from sparseopt.patterns import NM
