@@ -36,6 +36,8 @@ def check_finite(x, name: str) -> None:
     overflow of finite entries: then the entries are tested, one block of rows at a time.
     """
     xp = namespace(x)
+    if hasattr(x, "detach"):  # a torch tensor that requires grad: its values only
+        x = x.detach()
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is not an error
         total = float(xp.sum(x))
     if math.isfinite(total):
