@@ -11,7 +11,6 @@ The unbroken runs are in ``test_theory_checks_maiht.py`` and ``test_theory_check
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 
@@ -19,23 +18,11 @@ import numpy as np
 
 import sparseopt.solvers  # noqa: F401  (loads the module sparseopt.solvers.iht)
 from sparseopt.patterns import NM
-from sparseopt.threads import one_thread
-from theory_checks._report import take_claims
+
+from test_theory_checks_broken import _run_broken  # quick run of a check, claims recorded
 
 #: the module (``sparseopt.solvers.iht`` is the function re-exported by the package)
 iht_mod = sys.modules["sparseopt.solvers.iht"]
-
-
-def _run_broken(name, tmp_path):
-    """Run check ``name`` in quick mode; return (ok, {claim id: passed})."""
-    module = importlib.import_module(f"theory_checks.check_{name}")
-    take_claims()
-    try:
-        with one_thread():
-            ok = module.run(str(tmp_path), quick=True)
-    finally:
-        got = take_claims()
-    return ok, {cid: passed for cid, (_, passed) in got.items()}
 
 
 def _threshold_times(monkeypatch, factor):
