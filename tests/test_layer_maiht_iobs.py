@@ -140,3 +140,18 @@ def test_iobs_against_bruteforce_float32_and_bad_options():
         prune(W_star, H, method="iobs", gd_steps=-1)
     with pytest.raises(ValueError, match="NM"):
         prune(W_star, H, method="iobs", pattern=TopK(2))
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_iobs_rounds_saturate(seed):
+    """iobs-wu Sec. 4.2: "improvements quickly saturate ... with respect to increasing the
+    number of I-OBS iterations". On correlated 16 x 32 layers the best loss of rounds 7-12
+    improves on that of rounds 1-6 by less than a tenth of what rounds 1-6 gained over
+    SparseGPT (measured: 21-25% against 0.05-0.5% of the SparseGPT loss)."""
+    rng = np.random.default_rng(seed)
+    W_star, H, _ = random_layer(rng, 16, 32, corr=1.5)
+    h = prune(W_star, H, method="iobs", rounds=12).history["loss"]
+    best = np.minimum.accumulate(h)
+    early, late = h[0] - best[5], best[5] - best[11]
+    assert early >= 0.1 * h[0]  # the first rounds do improve on SparseGPT
+    assert 0 <= late <= 0.1 * early
