@@ -255,10 +255,13 @@ def test_on_done_error_stops_everything(cluster):
 
     with pytest.raises(OSError, match="disk full"):
         cluster.run(jobs, on_done)
-    assert calls == ["j0"]
+    # exactly one on_done, never another after it (which job finished first is the
+    # scheduler's business: on a loaded machine j1 can overtake j0)
+    assert len(calls) == 1 and calls[0] in {"j0", "j1"}
+    first = list(calls)
     assert _wait_no_tasks(cluster) == []
     time.sleep(0.3)
-    assert calls == ["j0"]
+    assert calls == first
 
 
 def test_resources_and_a_client_as_scheduler(cluster, reference):
