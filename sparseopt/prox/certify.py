@@ -231,14 +231,7 @@ def _sos_bound(n, m, order, v, lamp, blocks, Ls):
     for (basis, g), L in zip(blocks, Ls):
         if L.shape[1] == 0:
             continue
-        Li = np.array(_to_int(L, e), dtype=object).reshape(L.shape)
-        Z = Li @ Li.T
-        s = len(basis)
-        H = {}
-        for a in range(s):
-            for b in range(s):
-                key = _add(basis[a], basis[b])
-                H[key] = H.get(key, 0) + Z[a, b]
+        H = _gram_coefficients(basis, L, e)
         for beta, kind, i, j, sign in g:
             if kind == "1":
                 c = 1 << (-2 * e)
@@ -302,6 +295,19 @@ def _psd_factor(D):
     lam_, V = np.linalg.eigh(D)
     keep = lam_ > 0
     return V[:, keep] * np.sqrt(lam_[keep])
+
+
+def _gram_coefficients(basis, L, e):
+    """Exact integer coefficients {monomial: c} of the SOS block m' (L L') m, m the monomials
+    of ``basis``, with L rounded to integers at scale 2**e (``_to_int``)."""
+    Li = np.array(_to_int(L, e), dtype=object).reshape(L.shape)
+    Z = Li @ Li.T
+    H = {}
+    for a in range(len(basis)):
+        for b in range(len(basis)):
+            key = _add(basis[a], basis[b])
+            H[key] = H.get(key, 0) + Z[a, b]
+    return H
 
 
 def _round_down(x: Fraction) -> float:
@@ -416,14 +422,7 @@ def _sos_bound_unit(m, order, blocks, Ls, c):
     for (basis, g), L in zip(blocks, Ls):
         if L.shape[1] == 0:
             continue
-        Li = np.array(_to_int(L, e), dtype=object).reshape(L.shape)
-        Z = Li @ Li.T
-        s = len(basis)
-        H = {}
-        for a in range(s):
-            for b in range(s):
-                key = _add(basis[a], basis[b])
-                H[key] = H.get(key, 0) + Z[a, b]
+        H = _gram_coefficients(basis, L, e)
         for beta, kind, i, j, sign in g:
             for key, h in H.items():
                 q[index[_add(key, beta)]] += h if sign > 0 else -h
