@@ -11,6 +11,9 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded from a model hub
+# before torch loads NumPy (and OpenBLAS): idle BLAS threads sleep at once instead of
+# spinning ~0.1 s on a core the Numba kernels need (see sparseopt/__init__.py)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 try:
     import torch

@@ -39,6 +39,7 @@ import random
 import time
 import warnings
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
 
 

@@ -42,6 +42,7 @@ import os
 import sys
 import warnings
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
 import torch
 

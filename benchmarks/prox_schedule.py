@@ -35,6 +35,7 @@ import os
 import sys
 import time
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
 
 from sparseopt import prune

@@ -56,6 +56,7 @@ import sys
 import time
 import warnings
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
 
 

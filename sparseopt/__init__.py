@@ -12,7 +12,20 @@ Main entry points
 - ``sparseopt.prox``: ``prox_nm`` (EnumALM / EnumPGD / EnumIPM) and ``certify``.
 """
 
-from .layer import prune
+import os
+import sys
+
+# OpenBLAS's idle threads spin for about 2^28 cycles (~0.1 s) after every call, holding a
+# core that the Numba kernels run between two products need (the 2:4 prox, SparseGPT's
+# sweep): on 2 cores a prox pruning iteration ran 1.5-3.3x and SparseGPT up to 13x slower.
+# A timeout of 2^4 cycles lets them sleep at once; GD loops of back-to-back products were
+# not slower (docs/benchmarks.md, "BLAS threads"). OpenBLAS reads the variable when NumPy
+# loads it, so this acts only when sparseopt is imported before NumPy (the ``sparseopt``
+# command, the demo, the benchmarks); a value the user set is kept.
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+from .layer import prune  # noqa: E402
 from .paths import Path, iht_path, iobs_path, maiht_path, prox_path
 from .patterns import NM, TopK
 from .regularizers import L0, L1, R0, R1, R2, RNM, Regularizer

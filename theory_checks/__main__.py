@@ -10,6 +10,7 @@ import pkgutil
 import sys
 import time
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import theory_checks
 from theory_checks._report import take_claims
 from theory_checks.claims import all_claims, claims_table
