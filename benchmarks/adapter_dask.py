@@ -10,7 +10,7 @@ BertModel), 36 encoder Linear layers (24 of 384 x 384, 6 of 1536 x 384, 6 of 384
 Data: calibration sentences from numpy/scipy docstrings (``calibration_eval_split``, seed 0),
 16 per batch, max length 64 (the demo's settings); float64 Hessians by ``collect_hessians``.
 Jobs: ``sparseopt_torch.prune._prune_layer`` per layer, method "prox" with the demo's options
-(``experiment.DEMO_OPTIONS["prox"]``), pattern 2:4, no gradient steps; cost d_out d_in^2.
+(``experiment.DEMO_OPTIONS``: since 2026-11-25 the default "fast" schedule), pattern 2:4, no gradient steps; cost d_out d_in^2.
 
 Measured in one run, each once (no time is asserted anywhere):
 
@@ -116,7 +116,7 @@ def main(argv=None):
     batches = token_batches(st.tokenizer, sentences, batch_size=16, max_length=64)
     hess = collect_hessians(body, batches, progress=False)
     layers = dict(list(find_layers(body).items())[:n_layers])
-    options = dict(DEMO_OPTIONS["prox"])
+    options = dict(DEMO_OPTIONS.get("prox", {}))
     jobs = make_jobs(layers, hess, options)
     print(f"{len(jobs)} prox layer jobs (options {options}), {n_calib} sentences, "
           f"{os.cpu_count()} cores, load average before {os.getloadavg()[0]:.2f}", flush=True)

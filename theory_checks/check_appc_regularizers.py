@@ -94,7 +94,7 @@ def run(out_dir, quick=False):
     W, H = rng.standard_normal((16, 64)), correlated_hessian(64, seed=1)
     stops = {}
     for name in ("rnm", "R0", "R1", "R2"):
-        res = prune(W, H, method="prox", regularizer=name, max_iter=3000)
+        res = prune(W, H, method="prox", regularizer=name, max_iter=3000, schedule="paper")
         stops[name] = (res.stop_reason, res.info["projected"])
         figure(f"prox pruner with {name}: stop", f"{res.stop_reason!r} after {res.nit} "
                f"iterations")
@@ -107,7 +107,8 @@ def run(out_dir, quick=False):
     W_star, H_toy = toy_problem()
     toy = {}
     for name in ("rnm", "R0", "R1", "R2"):
-        res = prune(W_star, H_toy, method="prox", regularizer=name, refine_steps=1000)
+        res = prune(W_star, H_toy, method="prox", regularizer=name, refine_steps=1000,
+                    schedule="paper")
         toy[name] = res
         figure(f"toy prox+GD with {name}", f"W = {np.round(res.W[0], 3).tolist()}, "
                f"loss {res.loss:.4g}")
@@ -125,7 +126,7 @@ def run(out_dir, quick=False):
     Hl = correlated_hessian(d_in, seed=2)
     t_prune, nit = {}, {}
     for name in ("rnm", "R0", "R1", "R2"):
-        res = prune(Wl, Hl, method="prox", regularizer=name, beta=1.05)
+        res = prune(Wl, Hl, method="prox", regularizer=name, beta=1.05, schedule="paper")
         t_prune[name], nit[name] = res.time, res.nit
     for name in ("R0", "R1", "R2"):
         r1 = t_prox["r24"] / t_prox[name]

@@ -40,7 +40,7 @@ from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "kubler_minilm_fig4"
 GD_STEPS = 1000
-PROX_OPTIONS = {"beta": 1.05}
+PROX_OPTIONS = {"schedule": "paper", "beta": 1.05}
 MIN_FRACTION = 0.8
 MAX_GEOMEAN = 0.95
 #: The layers of the BERT body (all 36 linear layers of the 6 blocks), and quick mode's.

@@ -117,7 +117,8 @@ def run_check(out_dir, quick=False):
                  f"with the same mask (rel. tol {TOL_ALPHA1:g}); claim 2: for "
                  f"alpha<1 prox+GD has the lowest mean relative loss (slack {SLACK:g}).")
     with one_thread():  # one-row problems: threads only oversubscribe
-        sweep = fig2_sweep(d, alphas, seeds, refine_steps=1000)
+        sweep = fig2_sweep(d, alphas, seeds, refine_steps=1000,
+                           options={"prox": {"schedule": "paper"}})
     methods = sweep["methods"]
     rel = sweep["rel_loss"]
     mean = rel.mean(axis=2)

@@ -83,7 +83,7 @@ def run(out_dir, quick=False):
             for ib, beta in enumerate(betas):
                 with one_thread():  # one-row problem: threads only oversubscribe
                     res = prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=1000,
-                                lam_tilde=lt, beta=beta, max_iter=MAX_ITER)
+                                lam_tilde=lt, beta=beta, max_iter=MAX_ITER, schedule="paper")
                 nit[il, ib, js] = res.info["nit"]
                 rel[il, ib, js] = res.rel_loss
                 rel_nogd[il, ib, js] = res.history["refine_loss"][0] / base
@@ -115,7 +115,7 @@ def run(out_dir, quick=False):
     # Claim 1: scale-equivariance of the eq. 15 schedule.
     W, H = fig2_problem(d, alpha, seed=seeds[0])
     kw = dict(method="prox", pattern=NM(2, 4), refine_steps=1000, lam_tilde=lam_tildes[-1],
-              beta=betas[1], max_iter=MAX_ITER)
+              beta=betas[1], max_iter=MAX_ITER, schedule="paper")
     with one_thread():
         ref = prune(W, H, **kw)
     scale_err, scale_ok = 0.0, True

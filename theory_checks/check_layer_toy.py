@@ -136,7 +136,8 @@ def run(out_dir, quick=False):
     runs = {}
     for method in ("wanda", "sparsegpt", "prox"):
         for steps in (0, 1000):
-            res = prune(W_star, H, method=method, pattern=NM(2, 4), refine_steps=steps)
+            opts = {"schedule": "paper"} if method == "prox" else {}  # Alg. 2 as published
+            res = prune(W_star, H, method=method, pattern=NM(2, 4), refine_steps=steps, **opts)
             key = method + ("+GD" if steps else "")
             runs[key] = res
             figure(f"{key:13s} W", np.round(np.asarray(res.W, dtype=np.float64)[0], 4).tolist())

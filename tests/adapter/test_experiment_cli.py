@@ -69,17 +69,21 @@ def test_proxsparse_run_learns_24_masks_and_is_evaluated(tmp_path, minilm):
     assert not NM(2, 4).satisfied(first.numpy())
 
 
-def test_prox_fast_variant_runs_the_fast_schedule(tmp_path, minilm):
-    from sparseopt.layer.prox import FAST
+def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
+    from sparseopt.layer.prox import SCHEDULES
     from sparseopt_torch.experiment import prune_runs
 
     config = ExperimentConfig.make(n_calib=8, n_eval=24, batch_size=8, max_length=16,
                                    refine_steps=2,
                                    modules=r"^encoder\.layer\.0\.attention\.self\.query$")
-    res = prune_runs(str(tmp_path / "cmp"), ["prox-fast"], config, model=minilm,
-                     progress=False)["prox-fast"]
-    (rec,) = res.records
-    assert rec.method == "prox"
-    for key, value in FAST.items():  # the variant's options reached the pruner
-        assert rec.info[key] == value, key
-    assert rec.info["stop_reason"] == "W is N:M"
+    res = prune_runs(str(tmp_path / "cmp"), ["prox-paper", "prox"], config, model=minilm,
+                     progress=False)
+    (paper,), (fast,) = res["prox-paper"].records, res["prox"].records
+    assert paper.method == fast.method == "prox"
+    for rec, name in ((paper, "paper"), (fast, "fast")):  # the variant's options arrived
+        assert rec.info["schedule"] == name
+        for key, value in SCHEDULES[name].items():
+            if value is not None:
+                assert rec.info[key] == value, key
+        assert rec.info["stop_reason"] == "W is N:M"
+    assert fast.info["nit"] < paper.info["nit"]
