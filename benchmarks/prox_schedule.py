@@ -19,7 +19,7 @@ Rows (every figure measured in this run, on this machine):
 Each is followed by ``--gd`` masked gradient steps (eq. 5, default 1000, the paper's), and
 SparseGPT also by 100. Cost is counted in units of one ``W @ H`` product on the same layer,
 in the layer's dtype (best of 5, measured here): the ``P`` columns are the method's own
-time until the N:M mask (``res.info["method_time"]``, before +GD) divided by it. A prox
+time until the N:M mask (``res.method_time``, before +GD) divided by it. A prox
 iteration costs one product (its gradient) plus the prox of every group, which on the
 MiniLM layers (d_in = 384) costs several products: iterations are printed separately. The losses are the local loss Tr((W - W*) H (W - W*)') relative to
 Tr(W* H W*'). What would make the claim of the issue fail: a ``fista/paper`` loss ratio
@@ -80,7 +80,7 @@ def run_layer(W, H, gd):
         # the method alone (prox until N:M, the SparseGPT sweep), before "+GD", in products
         rows[label] = {"rel_loss": res.rel_loss, "nit": res.nit, "seconds": seconds,
                        "products": seconds / t_prod,
-                       "mask_products": res.info["method_time"] / t_prod}
+                       "mask_products": res.method_time / t_prod}
     return t_prod, rows
 
 

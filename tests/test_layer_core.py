@@ -331,7 +331,7 @@ def test_every_method_contract(method):
         assert curve.dtype == np.float64 and len(curve) == len(r.history["time"])
         assert (len(curve) == 0) == (r.nit == 0)  # empty exactly for one-shot methods
         assert r.stop_reason
-        assert 0 <= r.info["method_time"] <= r.time  # the method alone, before "+GD"
+        assert 0 <= r.method_time <= r.time  # the method alone, before "+GD"
     assert len(res.history["refine_loss"]) == 0
 
 

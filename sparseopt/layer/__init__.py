@@ -77,8 +77,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     PruneResult
         ``W`` in the input dtype and array library, ``mask``, ``loss`` (float64),
         ``rel_loss``, ``nit``, ``stop_reason``, ``history``, ``time``, ``method``, ``info``
-        (with ``base_loss`` = Tr(W* H W*'), the loss of pruning everything, and
-        ``method_time``, the seconds of the method before "+GD"; ``time`` includes "+GD").
+        (with ``base_loss`` = Tr(W* H W*'), the loss of pruning everything), and
+        ``method_time``, the seconds of the method before "+GD" (``time`` includes "+GD").
 
     Notes
     -----
@@ -131,7 +131,6 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     synchronize(W_out)
     method_time = _time.perf_counter() - t0
     history, info = dict(res.history), dict(res.info)
-    info["method_time"] = method_time
     # the same keys for every method, so one piece of code plots any result: a one-shot
     # method has no iterations (empty curves), a run without +GD an empty refine_loss
     for key in COMMON_HISTORY_KEYS:
@@ -161,5 +160,6 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     stop_reason = res.stop_reason or ONE_SHOT
     return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=stop_reason,
                        history=history, info=info, rel_loss=rel, time=elapsed,
+                       method_time=method_time,
                        method=spec.name)
 

@@ -47,6 +47,8 @@ class PruneResult(Result):
     time : float
         Wall time in seconds of the method itself plus its refinement (input validation and
         the final loss evaluation are excluded).
+    method_time : float
+        The part of ``time`` before the refinement: the method alone, until its mask.
     method : str
         Name of the method (``"wanda"``, ``"prox"``, ..., or the callable's ``__name__``);
         whether masked gradient refinement ("+GD") ran is ``info["refine_steps"] > 0``.
@@ -57,6 +59,7 @@ class PruneResult(Result):
     mask: Any = None
     rel_loss: float = math.nan
     time: float = 0.0
+    method_time: float = 0.0
     method: str = ""
 
     @property
