@@ -38,6 +38,7 @@ import os
 import sys
 import time
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import torch
 
 from sparseopt.patterns import NM

@@ -32,6 +32,7 @@ import argparse
 import sys
 import time
 
+import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import torch
 
 from sparseopt_torch import collect_hessians, find_layers
