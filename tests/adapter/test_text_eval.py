@@ -11,7 +11,7 @@ import torch
 import sparseopt_torch.data as data_module
 from sparseopt_torch.data import (read_documents, sample_sequences, sequence_batches,
                                   split_documents, token_stream)
-from sparseopt_torch.evaluate import kl_to_dense, perplexity
+from sparseopt_torch.evaluate import dense_logits, kl_to_dense, perplexity
 
 DOCS = ["The first document is a sentence.", "Second one, with ünïcode and\ttab.",
         "A third: numbers 1 2 3.", "Fourth document here."]
@@ -385,6 +385,30 @@ def test_kl_to_dense_equals_explicit_mean_over_unpadded_tokens(llama):
         _explicit_kl(pruned, llama, unmasked), rel=1e-10)
     assert kl_to_dense(pruned, llama, batches[0]) == pytest.approx(
         _explicit_kl(pruned, llama, batches[:1]), rel=1e-10)
+
+
+def test_kl_to_dense_from_stored_dense_logits(llama, tmp_path):
+    """The dense logits stored by dense_logits give the same KL as the dense model itself
+    (float32 logits stored exactly), so the dense model can be freed first."""
+    batches = _padded_batches()
+    pruned = copy.deepcopy(llama)
+    with torch.no_grad():
+        pruned.model.layers[1].self_attn.o_proj.weight.mul_(0.5)
+    stored = dense_logits(llama, batches, str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["logits-0.npy", "logits-1.npy"]
+    assert [t.dtype for t in stored] == [torch.float32] * 2
+    with torch.no_grad():
+        torch.testing.assert_close(stored[1], llama(**batches[1]).logits, rtol=0, atol=0)
+    assert kl_to_dense(pruned, stored, batches) == kl_to_dense(pruned, llama, batches)
+    assert kl_to_dense(llama, stored, batches) == 0.0
+    with pytest.raises(ValueError, match="holds the logits of 2 batches, batches has 1"):
+        kl_to_dense(pruned, stored, batches[:1])
+    with pytest.raises(ValueError, match="holds the logits of 1 batches; batches has more"):
+        kl_to_dense(pruned, stored[:1], batches)
+    with pytest.raises(ValueError, match="torch.nn.Module or the dense logits"):
+        kl_to_dense(pruned, [torch.zeros(3)], batches)
+    with pytest.raises(ValueError, match="is not a directory"):
+        dense_logits(llama, batches, str(tmp_path / "missing"))
 
 
 def test_kl_to_dense_bad_input(llama):
