@@ -496,14 +496,15 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
     from tqdm.auto import tqdm
 
     device_m = _check_module(model, "model")
-    stored = None if isinstance(dense, torch.nn.Module) else list(dense)
+    stored = dense if isinstance(dense, (list, tuple)) else None
     if stored is None:
         device_d = _check_module(dense, "dense")
     else:
         device_d = torch.device("cpu")
         if not all(isinstance(t, torch.Tensor) and t.ndim == 3 for t in stored):
             raise ValueError("dense must be a torch.nn.Module or the dense logits of the "
-                             "batches (one (B, T, vocab) tensor per batch, see dense_logits)")
+                             "batches (a list of one (B, T, vocab) tensor per batch, see "
+                             "dense_logits)")
     _check_progress(progress)
     if isinstance(batches, Mapping):
         batches = [batches]

@@ -396,9 +396,17 @@ def test_kl_to_dense_from_stored_dense_logits(llama, tmp_path):
         pruned.model.layers[1].self_attn.o_proj.weight.mul_(0.5)
     stored = dense_logits(llama, batches, str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["logits-0.npy", "logits-1.npy"]
-    assert [t.dtype for t in stored] == [torch.float32] * 2
+
     with torch.no_grad():
-        torch.testing.assert_close(stored[1], llama(**batches[1]).logits, rtol=0, atol=0)
+        logits = llama(**batches[1]).logits
+        assert stored[1].dtype == logits.dtype == torch.float64  # float64 stays float64
+        torch.testing.assert_close(stored[1], logits, rtol=0, atol=0)
+        half = copy.deepcopy(llama).to(torch.bfloat16)  # bfloat16: stored exactly as float32
+        (tmp_path / "bf16").mkdir()
+        stored_half = dense_logits(half, batches[:1], str(tmp_path / "bf16"))
+        assert stored_half[0].dtype == torch.float32
+        torch.testing.assert_close(stored_half[0], half(**batches[0]).logits.float(),
+                                   rtol=0, atol=0)
     assert kl_to_dense(pruned, stored, batches) == kl_to_dense(pruned, llama, batches)
     assert kl_to_dense(llama, stored, batches) == 0.0
     with pytest.raises(ValueError, match="holds the logits of 2 batches, batches has 1"):
