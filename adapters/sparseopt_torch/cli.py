@@ -70,7 +70,9 @@ def add_prune(subparsers) -> None:
     prune.add_argument("--batch-size", type=int, default=None,
                        help="sequences per forward pass (default 1; minilm: 16 sentences)")
     prune.add_argument("--paper-settings", action="store_true",
-                       help="(minilm) the methods' paper options instead of the modest ones")
+                       help="(minilm) the methods' default (paper) options instead of the "
+                            "demo's shorter mAIHT / I-OBS runs; prox's paper schedule is "
+                            "--method prox-paper")
     prune.add_argument("--proxsparse-steps", type=int, default=150,
                        help="(minilm) AdamW steps of proxsparse (proxsparse-liu Alg. 1)")
     prune.add_argument("--n-eval", type=int, default=256, help="(minilm) held-out sentences")

@@ -86,7 +86,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     - wanda: keep the largest |W_ij| H_jj^{1/2} per group (prox24-kubler eq. 3); optimal for
       diagonal H (Thm 1).
     - sparsegpt: OBS column sweep with lazy block updates (Frantar & Alistarh 2023).
-    - prox: proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2).
+    - prox: proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2); the
+      default schedule "fast" adds FISTA momentum, schedule="paper" is Alg. 2 as published.
     - maiht: mAIHT with Hessian normalisation and refinement (maiht-wen Alg. 1, App. D.3).
     - iobs: rounds of OBS mask solves and masked gradient steps (iobs-wu Alg. 2).
 

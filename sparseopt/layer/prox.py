@@ -93,7 +93,7 @@ def prox_prune(
     beta_tail=None,
     verbose=None,
 ):
-    """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2).
+    """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2; FISTA by default).
 
     The matrix prox pruner: gradient steps on L alternated with the prox of a sparsity
     regularizer (r_{N:M} by default; the App. C ones on request), with a growing lambda, until
