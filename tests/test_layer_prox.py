@@ -206,6 +206,12 @@ def test_prox_bad_options():
         prune(W, H, method="prox", pattern=TopK(2))
     with pytest.raises(TypeError, match="lam"):
         prune(W, H, method="prox", lam=0.1)
+    with pytest.raises(ValueError, match="schedule must be one of \\('paper', 'fast'\\)"):
+        prune(W, H, method="prox", schedule="slow")
+    with pytest.raises(ValueError, match="momentum must be 'plain' or 'fista'"):
+        prune(W, H, method="prox", momentum="nesterov")
+    with pytest.raises(ValueError, match="beta_tail must be >= 1"):
+        prune(W, H, method="prox", beta_tail=0.5)
 
 
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 3), (3, 8)])
