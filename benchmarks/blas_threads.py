@@ -28,6 +28,8 @@ import os
 import subprocess
 import sys
 
+from _timing import parse_size  # noqa: E402
+
 CHILD = r"""
 import json, sys, time
 import numpy as np
@@ -74,19 +76,14 @@ def run_child(timeout, sizes, repeat):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", nargs="*", default=["384x384", "384x1536", "2048x2048"],
-                        help="layer sizes d_out x d_in")
+    parser.add_argument("--sizes", nargs="*", type=parse_size,
+                        default=[(384, 384), (384, 1536), (2048, 2048)],
+                        help="layer sizes d_out x d_in (default 384x384 384x1536 2048x2048)")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many (3)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
-    sizes = []
-    for s in args.sizes:
-        try:
-            d_out, d_in = (int(v) for v in s.lower().split("x"))
-        except ValueError:
-            parser.error(f"--sizes: expected DOUTxDIN such as 384x1536, got {s!r}")
-        sizes.append((d_out, d_in))
+    sizes = args.sizes
     print(f"[bench] {os.cpu_count()} cpus; child with OPENBLAS_THREAD_TIMEOUT unset (OpenBLAS "
           "default) ...", flush=True)
     before = run_child(None, sizes, args.repeat)
