@@ -19,12 +19,13 @@ docs/benchmarks.md); inside ``sparseopt.backend.device_kernels()`` they take the
 instead, which is how the tests check them against the core without a GPU
 (tests/adapter/test_kernels.py).
 
-The EnumALM kernel of the core (``sparseopt.prox.alm._solve_chunk24``) works on one group at
-a time on local scalars. Here the same arithmetic runs on 1-d tensors holding one coordinate
-of every group: a sweep of ALM is a fixed sequence of elementwise operations over all groups
-whose candidate has not converged yet (a convergence mask; converged groups are dropped from
-the working set), so there is no Python loop over groups. The per-group sweep counts equal the
-core's (tested), hence so does the result, up to rounding.
+The EnumALM kernel of the core (``sparseopt.prox.alm._solve_chunk24``) solves the candidates
+of one group at a time on local scalars. Here the same arithmetic runs on 1-d tensors holding
+one coordinate of every group: a sweep of ALM is a fixed sequence of elementwise operations
+over all groups whose candidate has not converged yet (a convergence mask; converged groups
+are dropped from the working set), so there is no Python loop over groups. The candidates
+solved and their sweeps are the core's without its upper-bound cut (which only skips
+candidates that cannot win), hence the result agrees with the core's up to rounding (tested).
 
 Cost (benchmarks/adapter_kernels.py, CPU, 1 thread, loaded 2-core machine): the torch prox
 is 7-10x slower than the Numba kernel on 4M cells. Two reasons: every ALM sweep is ~30

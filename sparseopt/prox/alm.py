@@ -25,7 +25,9 @@ through rounding); docs/prox.md has the proofs:
   (generalizing the necessary conditions of prox24-kubler Lemma 10), if the PSD condition
   lam e_{N-1}(u_{S minus i, j}) <= 1 (proof of Fact 8) fails at lo, or if the lower bound
   0.5||z - up||^2 + lo.(z - up)/(N+1) + tail on its value (Euler's identity) exceeds the best
-  candidate so far.
+  candidate so far. The 2:4 kernel also skips a candidate whose lower bound exceeds f at any
+  point w >= 0 it has at hand (its starts, clipped to w >= 0): the optimum is no worse than
+  such a point, so that candidate cannot win (the upper-bound cut).
 * **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z (0.1 in
   the 2:4 kernel), Newton steps are tried on the stationarity system of the current face
   (the positive coordinates), accepted only if the Hessian there is positive definite
@@ -34,7 +36,9 @@ through rounding); docs/prox.md has the proofs:
   stopping rule is always the sweep rule of Alg. 2, so Newton only changes how fast the
   same stationary point is reached.
 
-2:4 has its own kernel on local scalars (``_solve_chunk24``); every other N:M uses the
+2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass that
+LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the candidate solves
+on local scalars, and a vectorized store pass (``_store24``). Every other N:M uses the
 generic array kernel (``_solve_chunk``). The footnote-3 shortcut of prox24-kubler (stop when
 the dense candidate is a local minimum) is not used: Corollary 6 states the converse (if the
 optimum is dense then every local minimum is global), and we found no proof of the
@@ -70,6 +74,11 @@ _BRACKET = 3
 # the bracket is narrower than this times max z, else at the balanced start of
 # _balanced_start (never at z, Alg. 2's start, which can stall on nearly tied inputs).
 _WARM = 0.3
+
+# 2:4 kernel: a candidate is not solved when its lower bound exceeds f at a point w >= 0
+# by this relative and absolute margin (on z / z1, so every number is O(1)).
+_UB_MARGIN = 1e-9
+_UB_MARGIN_ABS = 1e-14
 
 # Newton steps in a row between two sweeps (quadratic convergence needs ~5).
 _MAX_NEWTON = 12
@@ -634,151 +643,264 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, 
 @njit(cache=True, inline="always")
 def _cswap(a, b, ia, ib):
     """Compare-exchange for a descending sort by (value desc, index asc): a total order, so
-    any sorting network gives the stable order."""
-    if a < b or (a == b and ia > ib):
-        return b, a, ib, ia
-    return a, b, ia, ib
+    any sorting network gives the stable order. Written with selects (no branch), so that
+    the loop of ``_bound24`` vectorizes."""
+    swap = (a < b) | ((a == b) & (ia > ib))
+    return (b if swap else a), (a if swap else b), (ib if swap else ia), (ia if swap else ib)
 
 
-@njit(cache=True)
-def _solve_chunk24(y, start, stop, presorted, lam, tol, max_iter, out, sweeps, maxed):
-    """2:4 EnumALM on rows [start, stop) of y (G, 4); same contract as _solve_chunk."""
+@njit(cache=True, inline="always")
+def _max(a, b):
+    return a if a > b else b  # a select: the builtin max does not vectorize here
+
+
+@njit(cache=True, inline="always")
+def _min(a, b):
+    return a if a < b else b
+
+
+# Rows of the per-chunk scratch S of the 2:4 kernel, each _CHUNK long (structure of arrays:
+# the row offsets are compile-time multiples of _CHUNK, so LLVM proves that the rows do not
+# overlap and vectorizes the loops of _bound24 and _store24 over the groups).
+_Y = 0        # rows 0-3: the input group (float64, signed)
+_A1 = 4       # a1, a2: the two largest magnitudes (the 2-sparse candidate, exactly)
+_A2 = 5
+_SCALE = 6    # z1 = max |y| (1 for an all-zero group)
+_Z2 = 7       # z2..z4: sorted magnitudes divided by z1 (z1 = 1 after scaling)
+_Z3 = 8
+_Z4 = 9
+_PERM = 10    # the sorting permutation i1 + 4 i2 + 16 i3 + 64 i4 (exact in float64)
+_BEST = 11    # f of the 2-sparse candidate, 0.5 (z3^2 + z4^2)
+_SOLVE3 = 12  # 1.0: solve candidate s = 3, started at rows 13-15
+_X3 = 13
+_SOLVE4 = 16  # 1.0: solve candidate s = 4 if its lower bound (row 17) allows, start 18-21
+_LB4 = 17
+_X4 = 18
+_B = 22       # rows 22-25: the scaled result where a candidate won; row 26: 1.0 if 2-sparse
+_TWO = 26
+_OUT = 27     # rows 27-30: the result in input order with signs
+_ROWS = 31
+
+
+@njit(cache=True, error_model="numpy")
+def _bound24(S, lam, ub_cut):
+    """Per group of a chunk, without branches: abs, sorting network, scaling, the brackets
+    and lower bounds of both candidates and their starts (``_solve_chunk24``'s first pass).
+    ``ub_cut``: also skip candidates whose lower bound exceeds f at a point w >= 0 (False
+    only in tests, which check that the cut changes nothing)."""
     slack = 1.0 + _OBJ_SLACK
-    for g in range(start, stop):
-        a1 = abs(np.float64(y[g, 0]))
-        a2 = abs(np.float64(y[g, 1]))
-        a3 = abs(np.float64(y[g, 2]))
-        a4 = abs(np.float64(y[g, 3]))
-        i1, i2, i3, i4 = 0, 1, 2, 3
-        if not presorted:  # 5-comparator sorting network
-            a1, a2, i1, i2 = _cswap(a1, a2, i1, i2)
-            a3, a4, i3, i4 = _cswap(a3, a4, i3, i4)
-            a1, a3, i1, i3 = _cswap(a1, a3, i1, i3)
-            a2, a4, i2, i4 = _cswap(a2, a4, i2, i4)
-            a2, a3, i2, i3 = _cswap(a2, a3, i2, i3)
-        z1, z2, z3, z4 = a1, a2, a3, a4
-        b1, b2, b3, b4 = z1, z2, 0.0, 0.0
+    for j in range(_CHUNK):
+        a1 = abs(S[_Y * _CHUNK + j])
+        a2 = abs(S[(_Y + 1) * _CHUNK + j])
+        a3 = abs(S[(_Y + 2) * _CHUNK + j])
+        a4 = abs(S[(_Y + 3) * _CHUNK + j])
+        i1, i2, i3, i4 = 0.0, 1.0, 2.0, 3.0
+        # 5-comparator sorting network
+        a1, a2, i1, i2 = _cswap(a1, a2, i1, i2)
+        a3, a4, i3, i4 = _cswap(a3, a4, i3, i4)
+        a1, a3, i1, i3 = _cswap(a1, a3, i1, i3)
+        a2, a4, i2, i4 = _cswap(a2, a4, i2, i4)
+        a2, a3, i2, i3 = _cswap(a2, a3, i2, i3)
+        pos = a1 > 0.0
+        # work on z / z1 with lam z1 (r_{2:4} is cubic): no overflow or underflow of the
+        # cubic terms for any finite input, and tolerances become scale-free
+        scale = a1 if pos else 1.0
+        z1 = 1.0
+        z2 = a2 / scale
+        z3 = a3 / scale
+        z4 = a4 / scale
+        lg = lam * scale
+        cap = 1.0 / lg if lg > 0.0 else np.inf
+        best = 0.5 * (z3 * z3 + z4 * z4)
+        # candidate s = 3 (eq. 11-13): bracket lo <= u <= up of every interior stationary
+        # point, refined by _BRACKET Jacobi passes of u_i = z_i - lg e_2(u_{S-i}) (an
+        # antitone map); the PSD Hessian (eq. 23) needs lg u_i <= 1: cap up at 1 / lg
+        u1, u2, u3 = _min(z1, cap), _min(z2, cap), _min(z3, cap)
+        ok = pos & (z3 > 0.0)
+        l1 = l2 = l3 = 0.0
+        for _ in range(_BRACKET):
+            l1 = _max(z1 - lg * u2 * u3, 0.0)
+            l2 = _max(z2 - lg * u1 * u3, 0.0)
+            l3 = _max(z3 - lg * u1 * u2, 0.0)
+            u1 = _min(u1, z1 - lg * l2 * l3)
+            u2 = _min(u2, z2 - lg * l1 * l3)
+            u3 = _min(u3, z3 - lg * l1 * l2)
+            # a failed pass only makes later bounds meaningless: test all at the end
+            ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (lg * l1 <= 1.0)
+                  & (l1 <= u1) & (l2 <= u2) & (l3 <= u3))
+        g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
+        lb3 = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
+        lb3 += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
+        ok3 = ok & (lb3 <= best * slack)
+        # start: the middle of a small bracket (every interior stationary point is in it),
+        # else the balanced start t + lg t^2 = mean z (see _balanced_start)
+        warm = _max(u1 - l1, _max(u2 - l2, u3 - l3)) <= _WARM * z1
+        zb = (z1 + z2 + z3) / 3.0
+        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
+        x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
+        x2 = 0.5 * (l2 + u2) if warm else t + z2 - zb
+        x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
+        S[_X3 * _CHUNK + j] = x1
+        S[(_X3 + 1) * _CHUNK + j] = x2
+        S[(_X3 + 2) * _CHUNK + j] = x3
+        # f at any w >= 0 bounds the optimum from above (the start, clipped to w >= 0)
+        ub = _min(best, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), 0.0,
+                             z1, z2, z3, z4, lg))
+        # candidate s = 4 (eq. 14); the PSD Hessian (eq. 24) needs lg (u_k + u_l) <= 1
+        u1, u2, u3, u4 = _min(z1, cap), _min(z2, cap), _min(z3, cap), _min(z4, cap)
+        ok = pos & (z4 > 0.0)
+        l4 = 0.0
+        for _ in range(_BRACKET):
+            l1 = _max(z1 - lg * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
+            l2 = _max(z2 - lg * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
+            l3 = _max(z3 - lg * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
+            l4 = _max(z4 - lg * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
+            # and u_i <= 1/lg - u_j <= cap - l_j for any j != i
+            u1 = _min(u1, _min(z1 - lg * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
+            u2 = _min(u2, _min(z2 - lg * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
+            u3 = _min(u3, _min(z3 - lg * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
+            u4 = _min(u4, _min(z4 - lg * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
+            ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (u4 > 0.0)
+                  & (lg * (l1 + l2) <= 1.0) & (l1 <= u1) & (l2 <= u2) & (l3 <= u3)
+                  & (l4 <= u4))
+        g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
+        lb4 = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
+        lb4 += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
+        warm = _max(_max(u1 - l1, u2 - l2), _max(u3 - l3, u4 - l4)) <= _WARM * z1
+        zb = 0.25 * (z1 + z2 + z3 + z4)
+        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))  # t + 3 lg t^2 = mean z
+        x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
+        x2 = 0.5 * (l2 + u2) if warm else _max(t + z2 - zb, 0.0)
+        x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
+        x4 = 0.5 * (l4 + u4) if warm else _max(t + z4 - zb, 0.0)
+        S[_X4 * _CHUNK + j] = x1
+        S[(_X4 + 1) * _CHUNK + j] = x2
+        S[(_X4 + 2) * _CHUNK + j] = x3
+        S[(_X4 + 3) * _CHUNK + j] = x4
+        ub = _min(ub, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), _max(x4, 0.0),
+                           z1, z2, z3, z4, lg))
+        # a candidate whose lower bound exceeds f at a feasible point cannot be the optimum
+        # (the margin is far above the rounding of both bounds on these O(1) numbers)
+        cut = ub + _UB_MARGIN * ub + _UB_MARGIN_ABS if ub_cut else np.inf
+        S[_SOLVE3 * _CHUNK + j] = 1.0 if ok3 & (lb3 <= cut) else 0.0
+        S[_SOLVE4 * _CHUNK + j] = 1.0 if ok & (lb4 <= cut) else 0.0
+        S[_LB4 * _CHUNK + j] = lb4
+        S[_BEST * _CHUNK + j] = best
+        S[_A1 * _CHUNK + j] = a1
+        S[_A2 * _CHUNK + j] = a2
+        S[_SCALE * _CHUNK + j] = scale
+        S[_Z2 * _CHUNK + j] = z2
+        S[_Z3 * _CHUNK + j] = z3
+        S[_Z4 * _CHUNK + j] = z4
+        S[_PERM * _CHUNK + j] = i1 + 4.0 * (i2 + 4.0 * (i3 + 4.0 * i4))
+        S[_TWO * _CHUNK + j] = 1.0
+
+
+@njit(cache=True, error_model="numpy")
+def _store24(S):
+    """Per group of a chunk, without branches: the winner, unsorted, with the input's signs."""
+    for j in range(_CHUNK):
+        two = S[_TWO * _CHUNK + j] != 0.0
+        # the 2-sparse candidate returns the input entries exactly
+        b1 = S[_A1 * _CHUNK + j] if two else S[_B * _CHUNK + j]
+        b2 = S[_A2 * _CHUNK + j] if two else S[(_B + 1) * _CHUNK + j]
+        b3 = 0.0 if two else S[(_B + 2) * _CHUNK + j]
+        b4 = 0.0 if two else S[(_B + 3) * _CHUNK + j]
+        code = S[_PERM * _CHUNK + j]
+        i4 = np.floor(code / 64.0)
+        code -= 64.0 * i4
+        i3 = np.floor(code / 16.0)
+        code -= 16.0 * i3
+        i2 = np.floor(code / 4.0)
+        i1 = code - 4.0 * i2
+        for k in range(4):
+            kf = np.float64(k)
+            v = b1 if i1 == kf else (b2 if i2 == kf else (b3 if i3 == kf else b4))
+            # 0.0 - 0.0 is +0.0: no negative zeros
+            S[(_OUT + k) * _CHUNK + j] = (0.0 - v) if S[(_Y + k) * _CHUNK + j] < 0 else v
+
+
+@njit(cache=True, error_model="numpy")
+def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cut):
+    """2:4 EnumALM on rows [start, stop) of y (G, 4); same contract as _solve_chunk (rows that
+    are already sorted and non-negative need no flag: the network leaves them in place).
+
+    Three passes over the chunk: ``_bound24`` (vectorized), the candidate solves of the
+    groups it did not settle (scalar ALM), ``_store24`` (vectorized).
+    """
+    n = stop - start
+    S = np.empty(_ROWS * _CHUNK)
+    for j in range(_CHUNK):
+        g = start + j if j < n else start  # a short last chunk repeats a real group
+        for k in range(4):
+            S[(_Y + k) * _CHUNK + j] = y[g, k]
+    _bound24(S, lam, ub_cut)
+    slack = 1.0 + _OBJ_SLACK
+    for j in range(n):
         it_total = 0
         mx = False
-        two_sparse = True
-        scale = z1
-        if z1 > 0.0:
-            # work on z / z1 with lg z1 (r_{2:4} is cubic): no overflow or underflow of the
-            # cubic terms for any finite input, and tolerances become scale-free
-            z1, z2, z3, z4 = 1.0, z2 / scale, z3 / scale, z4 / scale
-            b1, b2 = z1, z2
+        solve3 = S[_SOLVE3 * _CHUNK + j] != 0.0
+        if solve3 or S[_SOLVE4 * _CHUNK + j] != 0.0:
+            scale = S[_SCALE * _CHUNK + j]
+            z1, z2, z3, z4 = 1.0, S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
             lg = lam * scale
             tol_abs = tol * z1
             newton_start = _NEWTON_START24 * z1
-            best = 0.5 * (z3 * z3 + z4 * z4)
-            cap = 1.0 / lg if lg > 0.0 else np.inf
-            # candidate s = 3 (eq. 11-13), with the exact pruning of _enum_alm_one
-            if z3 > 0.0:
-                # bracket lo <= u <= up of every interior stationary point, refined by
-                # _BRACKET Jacobi passes of u_i = z_i - lg e_2(u_{S-i}) (antitone map)
-                # PSD Hessian (eq. 23) needs lg u_i <= 1: cap the upper bound at 1 / lg
-                u1, u2, u3 = min(z1, cap), min(z2, cap), min(z3, cap)
-                ok = True
-                for _ in range(_BRACKET):
-                    l1 = max(z1 - lg * u2 * u3, 0.0)
-                    l2 = max(z2 - lg * u1 * u3, 0.0)
-                    l3 = max(z3 - lg * u1 * u2, 0.0)
-                    u1 = min(u1, z1 - lg * l2 * l3)
-                    u2 = min(u2, z2 - lg * l1 * l3)
-                    u3 = min(u3, z3 - lg * l1 * l2)
-                    # & instead of and/break: no data-dependent branch per pass (5% faster,
-                    # the same result: a failed pass only makes later bounds meaningless)
-                    ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (lg * l1 <= 1.0)
-                          & (l1 <= u1) & (l2 <= u2) & (l3 <= u3))
-                if ok:
-                    g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
-                    lb = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
-                    lb += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
-                    if lb <= best * slack:
-                        if max(u1 - l1, max(u2 - l2, u3 - l3)) <= _WARM * z1:
-                            # every interior stationary point is in this small box
-                            x1, x2, x3 = 0.5 * (l1 + u1), 0.5 * (l2 + u2), 0.5 * (l3 + u3)
-                        else:
-                            # balanced start (see _balanced_start): t + lg t^2 = mean z
-                            zb = (z1 + z2 + z3) / 3.0
-                            t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
-                            x1, x2, x3 = t + z1 - zb, t + z2 - zb, max(t + z3 - zb, 0.0)
-                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs,
-                                                    newton_start, max_iter, x1, x2, x3, 0.0)
-                        if it > max_iter:
-                            mx = True
-                            it = max_iter
-                        it_total += it
-                        val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lg) + 0.5 * z4 * z4
-                        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
-                            best = val
-                            two_sparse = False
-                            b1, b2, b3, b4 = w1, w2, w3, 0.0
-            # candidate s = 4 (eq. 14)
-            if z4 > 0.0:
-                # PSD Hessian (eq. 24) needs lg (u_k + u_l) <= 1, so lg u_i <= 1 too
-                u1, u2, u3, u4 = min(z1, cap), min(z2, cap), min(z3, cap), min(z4, cap)
-                ok = True
-                for _ in range(_BRACKET):
-                    l1 = max(z1 - lg * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
-                    l2 = max(z2 - lg * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
-                    l3 = max(z3 - lg * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
-                    l4 = max(z4 - lg * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
-                    # and u_i <= 1/lg - u_j <= cap - l_j for any j != i
-                    u1 = min(u1, min(z1 - lg * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
-                    u2 = min(u2, min(z2 - lg * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
-                    u3 = min(u3, min(z3 - lg * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
-                    u4 = min(u4, min(z4 - lg * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
-                    ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (u4 > 0.0)
-                          & (lg * (l1 + l2) <= 1.0) & (l1 <= u1) & (l2 <= u2) & (l3 <= u3)
-                          & (l4 <= u4))
-                if ok:
-                    g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
-                    lb = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
-                    lb += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
-                    if lb <= best * slack:
-                        if max(max(u1 - l1, u2 - l2), max(u3 - l3, u4 - l4)) <= _WARM * z1:
-                            x1, x2 = 0.5 * (l1 + u1), 0.5 * (l2 + u2)
-                            x3, x4 = 0.5 * (l3 + u3), 0.5 * (l4 + u4)
-                        else:
-                            # balanced start: t + 3 lg t^2 = mean z (C(3, 2) = 3)
-                            zb = 0.25 * (z1 + z2 + z3 + z4)
-                            t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))
-                            x1, x2 = t + z1 - zb, max(t + z2 - zb, 0.0)
-                            x3, x4 = max(t + z3 - zb, 0.0), max(t + z4 - zb, 0.0)
-                        w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs,
-                                                    newton_start, max_iter, x1, x2, x3, x4)
-                        if it > max_iter:
-                            mx = True
-                            it = max_iter
-                        it_total += it
-                        val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
-                        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
-                            best = val
-                            two_sparse = False
-                            b1, b2, b3, b4 = w1, w2, w3, w4
-        if scale > 0.0:
-            if two_sparse:
-                b1, b2 = a1, a2  # the 2-sparse candidate: exactly the input entries
-            else:
-                b1, b2, b3, b4 = b1 * scale, b2 * scale, b3 * scale, b4 * scale
-        sweeps[g] = it_total
-        maxed[g] = mx
-        out[g, i1] = (0.0 - b1) if y[g, i1] < 0 else b1  # 0.0 - 0.0 is +0.0
-        out[g, i2] = (0.0 - b2) if y[g, i2] < 0 else b2
-        out[g, i3] = (0.0 - b3) if y[g, i3] < 0 else b3
-        out[g, i4] = (0.0 - b4) if y[g, i4] < 0 else b4
+            best = S[_BEST * _CHUNK + j]
+            two_sparse = True
+            b1 = b2 = b3 = b4 = 0.0
+            if solve3:
+                w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs, newton_start,
+                                            max_iter, S[_X3 * _CHUNK + j],
+                                            S[(_X3 + 1) * _CHUNK + j],
+                                            S[(_X3 + 2) * _CHUNK + j], 0.0)
+                if it > max_iter:
+                    mx = True
+                    it = max_iter
+                it_total += it
+                val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lg) + 0.5 * z4 * z4
+                if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
+                    best = val
+                    two_sparse = False
+                    b1, b2, b3, b4 = w1, w2, w3, 0.0
+            if S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack:
+                w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs, newton_start,
+                                            max_iter, S[_X4 * _CHUNK + j],
+                                            S[(_X4 + 1) * _CHUNK + j],
+                                            S[(_X4 + 2) * _CHUNK + j],
+                                            S[(_X4 + 3) * _CHUNK + j])
+                if it > max_iter:
+                    mx = True
+                    it = max_iter
+                it_total += it
+                val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
+                if val < best - _OBJ_SLACK * best:
+                    best = val
+                    two_sparse = False
+                    b1, b2, b3, b4 = w1, w2, w3, w4
+            if not two_sparse:
+                S[_TWO * _CHUNK + j] = 0.0
+                S[_B * _CHUNK + j] = b1 * scale
+                S[(_B + 1) * _CHUNK + j] = b2 * scale
+                S[(_B + 2) * _CHUNK + j] = b3 * scale
+                S[(_B + 3) * _CHUNK + j] = b4 * scale
+        sweeps[start + j] = it_total
+        maxed[start + j] = mx
+    _store24(S)
+    for j in range(n):
+        for k in range(4):
+            out[start + j, k] = S[(_OUT + k) * _CHUNK + j]
     return 0
 
 
 @njit(cache=True, parallel=True)
-def _enum_alm_groups24(y, presorted, lam, tol, max_iter, out, sweeps, maxed):
+def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, ub_cut):
     """Parallel driver of the 2:4 kernel (prange over chunks of groups)."""
     G = y.shape[0]
     n_chunks = (G + _CHUNK - 1) // _CHUNK
     for c in prange(n_chunks):
         stop = min(G, (c + 1) * _CHUNK)
-        _solve_chunk24(y, c * _CHUNK, stop, presorted, lam, tol, max_iter, out, sweeps, maxed)
+        _solve_chunk24(y, c * _CHUNK, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cut)
     return out
 
 
@@ -787,18 +909,20 @@ def _enum_alm_groups24(y, presorted, lam, tol, max_iter, out, sweeps, maxed):
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False):
+def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, ub_cut=True):
     """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
 
     2:4 goes to the scalar kernel unless ``generic`` (used by tests to compare the two).
-    ``presorted``: rows are already sorted descending and >= 0 (``enum_alm_sorted``).
+    ``presorted``: rows are already sorted descending and >= 0 (``enum_alm_sorted``; the
+    2:4 kernel's sorting network leaves such rows as they are, so it needs no flag).
+    ``ub_cut=False`` switches the 2:4 kernel's upper-bound cut off (tests: it changes nothing).
     """
     out = np.empty_like(y2d)
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
     if (n, y2d.shape[1]) == (2, 4) and not generic:
-        _enum_alm_groups24(y2d, presorted, lam, tol, max_iter, out, sweeps, maxed)
+        _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, ub_cut)
     elif y2d.dtype == np.float64:
         _enum_alm_groups(y2d, presorted, lam, int(n), tol, max_iter, out, sweeps, maxed)
     else:
