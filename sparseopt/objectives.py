@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 
 import array_api_compat
 import numpy as np
+from numba import njit
 
 from .backend import device, is_numpy, namespace, numpy_dtype, zero
 from .linalg import gram_lambda_max, spectral_norm
@@ -84,6 +85,30 @@ def _check_symmetric(H, name: str) -> None:
     tol = max(10.0 * d * eps, 1e-10) * max(float(xp.max(xp.abs(H))), 1e-300)
     if float(xp.max(xp.abs(H - H.T))) > tol:
         raise ValueError(f"{name} must be symmetric")
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _loss_and_gradient(DH, D):
+    """sum_ij float64(DH_ij) D_ij, and DH <- 2 DH in place: the value and gradient of
+    :class:`LayerLoss` from D = W - W* and DH = D H in one pass (NumPy; twin
+    :func:`_loss_and_gradient_xp`). The products are exact in float64; each row is summed
+    in float64 in an order the compiler may vectorise (``reassoc`` is what lets it), then
+    the row sums one after the other, so the value matches NumPy's pairwise sum to rounding
+    (~1e-15 relative), not bitwise. Doubling is exact: the gradient is bitwise 2 DH."""
+    total = 0.0
+    for i in range(D.shape[0]):
+        row = 0.0
+        for j in range(D.shape[1]):
+            row += np.float64(DH[i, j]) * np.float64(D[i, j])
+            DH[i, j] = DH[i, j] + DH[i, j]
+        total += row
+    return total
+
+
+def _loss_and_gradient_xp(DH, D, xp):
+    """(sum float64(DH) D, 2 DH) with array-API operations: the tensor path of
+    :meth:`LayerLoss.value_and_grad` and the twin of :func:`_loss_and_gradient`."""
+    return float(xp.sum(xp.astype(DH, xp.float64, copy=False) * D)), 2 * DH
 
 
 class Objective(ABC):
@@ -303,6 +328,10 @@ class LayerLoss(Objective):
     2H, which ``hessian`` returns (d_in x d_in). L = 2 ||H||_2 = 2 gamma_max(H)
     (:func:`sparseopt.linalg.spectral_norm`), so the step 1/L is the eta = 1 / (2 gamma_max(H))
     of eq. 4. ``masked_grad`` is the update direction of eq. 5.
+    ``value_and_grad`` costs one product D H (D = W - W*) in the promoted dtype, and reads
+    the value sum(D H * D), accumulated in float64, off it; for NumPy the value and the
+    doubling 2 D H are one Numba pass (``_loss_and_gradient``), whose value differs from
+    NumPy's pairwise sum by rounding only (~1e-15 relative).
 
     Compared with maiht-wen eq. 2 (f = 0.5 ||X W_hat - X W||_F^2 with W of shape d_in x d_out),
     this is the same loss with the variable transposed and X'X = 2H.
@@ -399,14 +428,18 @@ class LayerLoss(Objective):
         return self._xp.astype(2 * self._times_H(D), self.dtype, copy=False)
 
     def value_and_grad(self, W):
+        """(f(W), grad f(W)) from one product D H, D = W - W*: f = sum D H * D accumulated in
+        float64, grad = 2 D H. For NumPy the value and the doubling are one fused pass over
+        D H (:func:`_loss_and_gradient`; D H is a fresh product, doubled in place)."""
         D = self._check_w(W, "W") - self.W_star
         DH = self._times_H(D)
         xp = self._xp
         if self._numpy:
-            val = float(np.sum(DH.astype(np.float64, copy=False) * D))
+            val = _loss_and_gradient(DH, D)
+            grad = DH
         else:
-            val = float(xp.sum(xp.astype(DH, xp.float64, copy=False) * D))
-        return val, xp.astype(2 * DH, self.dtype, copy=False)
+            val, grad = _loss_and_gradient_xp(DH, D, xp)
+        return val, xp.astype(grad, self.dtype, copy=False)
 
     def masked_grad(self, W, mask):
         """M * 2 (W - W*) H: the masked gradient of prox24-kubler eq. 5 (zero off the mask)."""

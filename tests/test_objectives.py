@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -266,3 +268,39 @@ def test_affine_gradient_flag_is_truthful(name):
     lin = a * f.grad(x) + b * f.grad(y) + (1 - a - b) * f.grad(z)
     assert f.affine_gradient == (name != "logistic")
     assert np.allclose(combo, lin, rtol=1e-10, atol=1e-10) == f.affine_gradient
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float64, np.float64),
+                                    (np.float32, np.float64)])
+def test_layer_loss_fused_value_and_gradient_agree_with_the_twin(dtypes):
+    """The Numba pass of LayerLoss.value_and_grad (value summed in float64, D H doubled in
+    place) against its array-API twin, with zeros, ties and negative values: the gradient
+    bitwise, the value to float64 rounding (another summation order)."""
+    from sparseopt.objectives import _loss_and_gradient, _loss_and_gradient_xp
+
+    rng = np.random.default_rng(13)
+    d_type, h_type = dtypes
+    D = rng.standard_normal((9, 16)).astype(d_type)
+    D[rng.random(D.shape) < 0.2] = 0.0
+    D[rng.random(D.shape) < 0.2] = -0.5  # ties
+    D[0] = -0.0
+    DH = (D @ rng.standard_normal((16, 16)).astype(h_type))
+    DH[:, 3] = 0.0
+    twin_value, twin_grad = _loss_and_gradient_xp(DH, D, np)
+    terms = (DH.astype(np.float64) * D).ravel()
+    fused = DH.copy()
+    value = _loss_and_gradient(fused, D)
+    assert fused.dtype == DH.dtype and fused.tobytes() == twin_grad.tobytes()
+    scale = float(np.sum(np.abs(terms)))
+    assert abs(value - math.fsum(terms)) <= 1e-13 * scale
+    assert value == pytest.approx(twin_value, rel=1e-12)
+    # through the objective: value and gradient of the plain NumPy expressions
+    W_star = rng.standard_normal((9, 16)).astype(d_type)
+    A = rng.standard_normal((16, 40))
+    f = LayerLoss(W_star, (A @ A.T / 40).astype(h_type))
+    W = W_star + D
+    val, g = f.value_and_grad(W)
+    DH2 = (W - W_star) @ f.H
+    assert g.dtype == f.dtype and g.tobytes() == (2 * DH2).astype(f.dtype).tobytes()
+    assert val == pytest.approx(float(np.sum(DH2.astype(np.float64) * (W - W_star))),
+                                rel=1e-12)

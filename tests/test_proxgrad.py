@@ -1,6 +1,8 @@
 """sparseopt.solvers.proximal_gradient: against an independent reference (CVXPY's lasso),
 its stopping rules, tensors, and bad input."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,112 @@ def test_x0_required_without_reference():
     X, y = _lasso_problem()
     with pytest.raises(ValueError, match="x0 is required"):
         proximal_gradient(LeastSquares(X, y), L1(), lam0=0.1)
+
+
+# --------------------------------------------------------------------------------------
+# The fused NumPy kernels of the iteration against the plain NumPy expressions (their twins)
+# --------------------------------------------------------------------------------------
+
+
+def _awkward(rng, shape, dtype):
+    """Random values with exact zeros, negative zeros, ties and negative entries."""
+    a = rng.standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    flat[rng.random(flat.size) < 0.2] = 0.0
+    flat[rng.random(flat.size) < 0.05] = -0.0
+    ties = rng.random(flat.size) < 0.2
+    flat[ties] = dtype(-0.75)
+    return a
+
+
+def _bits(a):
+    return a.dtype, a.shape, a.tobytes()  # bitwise, signed zeros included
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 12), (13,), (2, 3, 8)])
+@pytest.mark.parametrize("step", [0.1, 1 / 3, 0.0])
+def test_fused_gradient_step_rounds_as_numpy(dtype, shape, step):
+    from sparseopt.solvers.proxgrad import _fused, _gradient_step
+
+    rng = np.random.default_rng(5)
+    y, g = _awkward(rng, shape, dtype), _awkward(rng, shape, dtype)
+    assert _fused(y, g) and not _fused(y, g.astype(np.float64 if dtype == np.float32
+                                                   else np.float32))
+    assert _bits(_gradient_step(y, g, step)) == _bits(y - step * g)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 12), (13,), (2, 3, 8)])
+@pytest.mark.parametrize("coef", [0.0, 0.1, 0.7213475204444817])
+def test_fused_extrapolation_agrees_with_its_twin(dtype, shape, coef):
+    from sparseopt.solvers.proxgrad import _extrapolate, _extrapolate_xp
+
+    rng = np.random.default_rng(6)
+    y, x_new, x = (_awkward(rng, shape, dtype) for _ in range(3))
+    y_fused, up_fused = _extrapolate(y, x_new, x, coef, np)
+    y_twin, up_twin = _extrapolate_xp(y, x_new, x, coef, np)
+    assert _bits(y_fused) == _bits(y_twin) == _bits(x_new + coef * (x_new - x))
+    # the restart test sums the products rounded to the dtype, in float64
+    terms = ((y - x_new) * (x_new - x)).astype(np.float64).ravel()
+    exact = math.fsum(terms)
+    scale = float(np.sum(np.abs(terms)))
+    assert abs(up_fused - exact) <= 1e-13 * scale and abs(up_twin - exact) <= 1e-13 * scale
+
+
+def _proximal_gradient_numpy(f, reg, pattern, *, lam0, beta, beta_start, beta_tail, fista,
+                             max_iter=500):
+    """proximal_gradient on a NumPy LayerLoss written with the plain NumPy expressions: the
+    reference the fused kernels must reproduce bit for bit."""
+    step = 1.0 / f.lipschitz()
+    x = f.W_star.copy()
+    y, t, lam, restarts = x, 1.0, lam0, 0
+    losses, lams, fracs = [], [], []
+    for _ in range(max_iter):
+        D = y - f.W_star
+        DH = D @ f.H
+        losses.append(float(np.sum(DH.astype(np.float64) * D)))
+        x_new = reg.prox(y - step * (2 * DH), lam)
+        frac = pattern.satisfied_fraction(x_new)
+        lams.append(lam)
+        fracs.append(frac)
+        lam *= beta_start if frac < 0.001 else beta_tail if frac >= 0.98 else beta
+        if fista:
+            if float(np.sum((y - x_new) * (x_new - x), dtype=np.float64)) > 0:
+                t, restarts = 1.0, restarts + 1
+            t_new = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            y = x_new + ((t - 1.0) / t_new) * (x_new - x)
+            t = t_new
+        else:
+            y = x_new
+        x = x_new
+        if frac == 1.0:
+            break
+    return x, losses[1:], lams, fracs, restarts
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fista", [True, False])
+def test_fused_iteration_reproduces_the_plain_numpy_iterates(dtype, fista):
+    """The fused kernels (gradient step, LayerLoss value and gradient, FISTA extrapolation
+    and restart test) give the iterates of the plain NumPy expressions bit for bit; the
+    loss history, summed in another order, to rounding."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((64, 256))
+    X[:32] += 0.7 * X[32:]  # correlated inputs: FISTA restarts
+    W = rng.standard_normal((24, 64)).astype(dtype)
+    W[:, ::7] = 0.0
+    f = LayerLoss(W, (X @ X.T / 256).astype(dtype), check_psd=False)
+    pattern = NM(2, 4)
+    sched = dict(lam0=0.01, beta=1.055, beta_start=1.2, beta_tail=1.5) if fista else \
+        dict(lam0=0.01, beta=1.05, beta_start=1.05, beta_tail=1.05)
+    res = proximal_gradient(f, RNM(), pattern=pattern, momentum="fista" if fista else None,
+                            **sched)
+    x, losses, lams, fracs, restarts = _proximal_gradient_numpy(f, RNM(), pattern,
+                                                                fista=fista, **sched)
+    assert res.stop_reason == "x in pattern" and res.nit == len(lams)
+    assert _bits(res.x) == _bits(x)
+    assert np.array_equal(res.history["lam"], lams)
+    assert np.array_equal(res.history["nm_fraction"], fracs)
+    assert res.info["restarts"] == restarts and (restarts > 0) == fista
+    np.testing.assert_allclose(res.history["objective"][:-1], losses, rtol=1e-12)

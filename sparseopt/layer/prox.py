@@ -186,7 +186,11 @@ def prox_prune(
     -- which motivates the scale-free lambda_0 of eq. 15.
 
     Cost per iteration: one d_out x d_in x d_in product (the gradient; the loss of the
-    previous iterate is read off it) and d_out d_in / m group proxes.
+    previous iterate is read off it) and d_out d_in / m group proxes, plus a few
+    memory-bound passes over W: W - W*, the loss with 2 D H, the gradient step, the
+    prox's input checks, the count of N:M groups and (FISTA) the extrapolation. For NumPy
+    W the loss, the gradient step and the extrapolation with its restart test are fused
+    Numba passes with the rounding of the NumPy expressions (``docs/layer.md``, issue 12).
 
     References
     ----------

@@ -7,6 +7,7 @@ import math
 import time
 
 import numpy as np
+from numba import njit
 
 from ..backend import namespace
 from ..validation import check_int, check_real
@@ -24,6 +25,93 @@ START_FRACTION = 0.001
 TAIL_FRACTION = 0.98
 
 MOMENTA = (None, "fista")
+
+
+@njit(cache=True)
+def _gradient_step_rows(y, g, step, out):
+    """out = y - step g on 2-D arrays, ``step`` a scalar of their dtype: NumPy's rounding of
+    ``y - step * g`` (the product rounded to the dtype, then the difference), in one pass."""
+    for i in range(y.shape[0]):
+        for j in range(y.shape[1]):
+            out[i, j] = y[i, j] - step * g[i, j]
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _extrapolate_rows(y, x_new, x, coef, out):
+    """out = x_new + coef (x_new - x) and the restart test sum (y - x_new)(x_new - x) in one
+    pass over 2-D arrays, ``coef`` a scalar of their dtype. Every difference, product and
+    ``out`` is rounded to the dtype as NumPy rounds the expressions; only the sum is
+    float64, each row in an order the compiler may vectorise (``reassoc``), then the rows
+    in order."""
+    total = 0.0
+    for i in range(y.shape[0]):
+        row = 0.0
+        for j in range(y.shape[1]):
+            d = x_new[i, j] - x[i, j]
+            row += np.float64((y[i, j] - x_new[i, j]) * d)
+            out[i, j] = x_new[i, j] + coef * d
+        total += row
+    return total
+
+
+def _fused(*arrays) -> bool:
+    """True when the Numba kernels apply: NumPy arrays of one float dtype and shape, not
+    empty (tensors and mixed dtypes take the array-API expressions, the kernels' twins)."""
+    a = arrays[0]
+    return (all(isinstance(b, np.ndarray) for b in arrays) and a.ndim > 0 and a.size > 0
+            and a.dtype in (np.float32, np.float64)
+            and all(b.dtype == a.dtype and b.shape == a.shape for b in arrays))
+
+
+def _rows(a):
+    """``a`` as a 2-D array of rows along its last axis (a view for C-ordered arrays)."""
+    return a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
+
+
+def _gradient_step(y, g, step):
+    """y - step g (``step`` a Python float): fused for NumPy, the expression otherwise."""
+    if not _fused(y, g):
+        return y - step * g
+    out = np.empty(y.shape, dtype=y.dtype)
+    _gradient_step_rows(_rows(y), _rows(g), y.dtype.type(step), _rows(out))
+    return out
+
+
+def _extrapolate_xp(y, x_new, x, coef, xp):
+    """:func:`_extrapolate` with array-API expressions: tensors, mixed dtypes, and the twin
+    of :func:`_extrapolate_rows`."""
+    uphill = float(xp.sum((y - x_new) * (x_new - x), dtype=xp.float64))
+    return x_new + coef * (x_new - x), uphill
+
+
+def _extrapolate(y, x_new, x, coef, xp):
+    """(x_new + coef (x_new - x), sum (y - x_new)(x_new - x) accumulated in float64), the
+    FISTA point and the gradient restart test, ``coef`` a Python float; one pass for NumPy
+    arrays (:func:`_extrapolate_rows`)."""
+    if not _fused(y, x_new, x):
+        return _extrapolate_xp(y, x_new, x, coef, xp)
+    out = np.empty(x_new.shape, dtype=x_new.dtype)
+    uphill = _extrapolate_rows(_rows(y), _rows(x_new), _rows(x), x_new.dtype.type(coef),
+                               _rows(out))
+    return out, float(uphill)
+
+
+def _next_t(t: float) -> float:
+    """t_k = (1 + sqrt(1 + 4 t_{k-1}^2)) / 2."""
+    return (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+
+
+def _fista_step(y, x_new, x, t, xp):
+    """(y_k, t_k, restarted) from y_{k-1}, x_k, x_{k-1} and t_{k-1}: restart (t = 1, no
+    extrapolation) when (y_{k-1} - x_k) . (x_k - x_{k-1}) > 0."""
+    t_new = _next_t(t)
+    y_new, uphill = _extrapolate(y, x_new, x, (t - 1.0) / t_new, xp)
+    restart = uphill > 0
+    if restart:
+        t_new = _next_t(1.0)
+        if t != 1.0:  # the extrapolation was not 0: redo it with coefficient 0 (rare)
+            y_new, _ = _extrapolate(y, x_new, x, 0.0, xp)
+    return y_new, t_new, restart
 
 
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
@@ -62,10 +150,11 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         None: plain proximal gradient, y_k = x_k. ``"fista"``: Nesterov / FISTA
         extrapolation y_k = x_k + (t_{k-1} - 1) / t_k (x_k - x_{k-1}) with
         t_k = (1 + sqrt(1 + 4 t_{k-1}^2)) / 2, restarted (t = 1) whenever
-        (y_{k-1} - x_k) . (x_k - x_{k-1}) > 0, the gradient restart test of O'Donoghue and
-        Candès (2015) that costs no extra product. With a growing lambda the extrapolation
-        lets the iterate keep up with the moving minimiser of f + (lambda_k / step) R in
-        fewer iterations (``benchmarks/prox_schedule.py``).
+        (y_{k-1} - x_k) . (x_k - x_{k-1}) > 0 (the products in x's dtype, summed in
+        float64), the gradient restart test of O'Donoghue and Candès (2015) that costs no
+        extra product. With a growing lambda the extrapolation lets the iterate keep up
+        with the moving minimiser of f + (lambda_k / step) R in fewer iterations
+        (``benchmarks/prox_schedule.py``).
     beta_start : float, optional
         Growth factor while fewer than :data:`START_FRACTION` of the groups lie in
         ``pattern`` (before the first groups decide, lambda only has to reach the range
@@ -96,7 +185,13 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     -----
     Lambda convention of prox24-kubler Alg. 2: lambda_k is handed to the prox as is, so it
     already contains the step size; in proximal-gradient notation step k is a PG step on
-    f + (lambda_k / step) R. Cost per iteration: one ``value_and_grad`` and one prox.
+    f + (lambda_k / step) R. Cost per iteration: one ``value_and_grad`` and one prox, plus
+    the gradient step, the pattern test and (FISTA) the extrapolation, each one pass over x.
+    For NumPy arrays of one float dtype the gradient step and the extrapolation with its
+    restart sum are Numba passes (``_gradient_step_rows``, ``_extrapolate_rows``) that round
+    every entry as the NumPy expressions ``y - step * g`` and ``x + c * (x - x_prev)`` do,
+    so the iterates are those of the expressions bit for bit; tensors and mixed dtypes take
+    the expressions (``tests/test_proxgrad.py`` checks both against a plain NumPy loop).
 
     References
     ----------
@@ -160,7 +255,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         f_y, g = objective.value_and_grad(y)
         if k > 0:  # f of the previous iterate (or its extrapolation), free with the gradient
             hist["objective"].append(f_y)
-        x_new = regularizer.prox(y - step * g, lam)
+        x_new = regularizer.prox(_gradient_step(y, g, step), lam)
         hist["lam"].append(lam)
         frac, stop = in_pattern(x_new)
         hist["nm_fraction"].append(frac)
@@ -169,11 +264,8 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         lam *= (beta_start if frac < START_FRACTION else
                 beta_tail if frac >= TAIL_FRACTION else beta)
         if momentum == "fista":
-            if float(xp.sum((y - x_new) * (x_new - x))) > 0:  # moving uphill: restart
-                t, restarts = 1.0, restarts + 1
-            t_new = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
-            y = x_new + ((t - 1.0) / t_new) * (x_new - x)
-            t = t_new
+            y, t, restarted = _fista_step(y, x_new, x, t, xp)
+            restarts += restarted
         else:
             y = x_new
         x = x_new
