@@ -365,16 +365,58 @@ def test_2_4_kernel_chunk_edges(G):
         np.testing.assert_array_equal(W[g], prox_nm(Y[g], 0.4))
 
 
-def test_2_4_bound_pass_is_vectorized():
-    """The bracket pass of the 2:4 kernel is written branch-free on a structure-of-arrays
-    scratch so that LLVM vectorizes it (most of its speed-up, docs/prox.md). Fails if an
+@pytest.mark.parametrize("name", ["_bound24", "_fast24", "_store24"])
+def test_2_4_kernel_passes_are_vectorized(name):
+    """The chunk passes of the 2:4 kernel are written branch-free on a structure-of-arrays
+    scratch so that LLVM vectorizes them (most of their speed, docs/prox.md). Fails if an
     edit brings back a branch or an aliasing pattern that keeps the loop scalar: then the
-    compiled loop multiplies with scalar instructions only (mulsd, no mulpd)."""
+    compiled loop multiplies with scalar instructions only (mulsd, no mulpd). Compiled
+    afresh here (a function loaded from Numba's cache has no assembly to show)."""
     import re
 
-    from sparseopt.prox.alm import _bound24
+    from numba import njit
 
-    asm = "\n".join(_bound24.inspect_asm().values())
+    from sparseopt.prox import alm
+
+    fn = njit(error_model="numpy")(getattr(alm, name).py_func)
+    S = np.random.default_rng(0).uniform(0.1, 1.0, alm._ROWS * alm._CHUNK)
+    args = {"_bound24": (S, 0.3, True), "_fast24": (S, 0.3, 1e-12, 10000), "_store24": (S,)}
+    fn(*args[name])
+    asm = "\n".join(fn.inspect_asm().values())
     packed = len(re.findall(r"\bv?mulpd\b", asm))
     scalar = len(re.findall(r"\bv?mulsd\b", asm))
     assert packed > scalar, (packed, scalar)
+
+
+@pytest.mark.parametrize("lam, share", [(0.1, 0.5), (0.3, 0.5), (1.0, 0.1)])
+def test_2_4_lockstep_alm_equals_scalar_alm(lam, share):
+    """``_fast24`` runs the s = 3 ALM of ``_alm24`` in lock-step over a chunk for the groups on
+    its common path (a sweep, at most 3 Newton steps, a confirming sweep). Each group it
+    finishes must carry ``_alm24``'s point and sweep count bit for bit, and it must finish
+    a good share of the groups that need candidate 3 (most of them at lam <= 0.3; at larger
+    lam Newton is refused more often and the kernel's chunk gate skips the pass)."""
+    from sparseopt.prox import alm
+
+    rng = np.random.default_rng(41)
+    S = np.zeros(alm._ROWS * alm._CHUNK)
+    C = alm._CHUNK
+    Y = rng.standard_normal((C, 4))
+    Y[:8] = np.round(Y[:8], 1)  # ties
+    Y[8:12, 2:] = 0.0  # zeros
+    for k in range(4):
+        S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
+    alm._bound24(S, lam, True)
+    alm._fast24(S, lam, 1e-12, 10000)
+    row = lambda r: S[r * C:(r + 1) * C]  # noqa: E731
+    need, it3 = row(alm._SOLVE3) != 0, row(alm._IT3)
+    finished = 0
+    for j in np.nonzero(need)[0]:
+        z2, z3, scale = row(alm._Z2)[j], row(alm._Z3)[j], row(alm._SCALE)[j]
+        x = [row(alm._X3 + i)[j] for i in range(3)]
+        w1, w2, w3, _, it = alm._alm24(1.0, z2, z3, 0.0, 3, lam * scale, 1e-12,
+                                       alm._NEWTON_START24, 10000, *x, 0.0)
+        if it3[j] > 0:
+            finished += 1
+            assert (row(alm._W3)[j], row(alm._W3 + 1)[j], row(alm._W3 + 2)[j]) == (w1, w2, w3)
+            assert it3[j] == it
+    assert need.sum() > 20 and finished >= share * need.sum(), (finished, need.sum())

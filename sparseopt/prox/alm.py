@@ -37,8 +37,10 @@ through rounding); docs/prox.md has the proofs:
   same stationary point is reached.
 
 2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass that
-LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the candidate solves
-on local scalars, and a vectorized store pass (``_store24``). Every other N:M uses the
+LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the s = 3 ALM in
+lock-step for the groups on its common path (``_fast24``, vectorized, bit for bit the scalar
+result), the remaining candidate solves on local scalars, and a vectorized store pass
+(``_store24``). Every other N:M uses the
 generic array kernel (``_solve_chunk``). The footnote-3 shortcut of prox24-kubler (stop when
 the dense candidate is a local minimum) is not used: Corollary 6 states the converse (if the
 optimum is dense then every local minimum is global), and we found no proof of the
@@ -679,7 +681,14 @@ _X4 = 18
 _B = 22       # rows 22-25: the scaled result where a candidate won; row 26: 1.0 if 2-sparse
 _TWO = 26
 _OUT = 27     # rows 27-30: the result in input order with signs
-_ROWS = 31
+_W3 = 31      # rows 31-33: candidate s = 3 when _fast24 finished its ALM, row 34: its sweeps
+_IT3 = 34     # (0: not finished, the scalar _alm24 runs it from the start)
+_ROWS = 35
+
+# _fast24 runs on a chunk when at least this share of its groups needs candidate 3.
+_FAST_SHARE = 0.4
+
+# _fast24 follows 4 Newton steps in lock-step before it leaves a group to the scalar ALM.
 
 
 @njit(cache=True, error_model="numpy")
@@ -796,6 +805,112 @@ def _bound24(S, lam, ub_cut):
         S[_TWO * _CHUNK + j] = 1.0
 
 
+@njit(cache=True, inline="always")
+def _newton3_select(a1, a2, a3, y1, y2, y3, lam):
+    """``_newton3`` without branches (the same operations; a refused step gives step -1)."""
+    f1 = a1 - y1 + lam * a2 * a3
+    f2 = a2 - y2 + lam * a1 * a3
+    f3 = a3 - y3 + lam * a1 * a2
+    p = lam * a3
+    q = lam * a2
+    r = lam * a1
+    c11 = 1.0 - r * r
+    c22 = 1.0 - q * q
+    c33 = 1.0 - p * p
+    c12 = q * r - p
+    c13 = p * r - q
+    c23 = p * q - r
+    det = c11 + p * c12 + q * c13
+    s = -1.0 / det
+    x1 = s * (c11 * f1 + c12 * f2 + c13 * f3)
+    x2 = s * (c12 * f1 + c22 * f2 + c23 * f3)
+    x3 = s * (c13 * f1 + c23 * f2 + c33 * f3)
+    b1 = a1 + x1
+    b2 = a2 + x2
+    b3 = a3 + x3
+    ok = (c33 > 0.0) & (det > 0.0) & (b1 > 0.0) & (b2 > 0.0) & (b3 > 0.0)
+    step = _max(abs(x1), _max(abs(x2), abs(x3)))
+    return b1, b2, b3, step if ok else -1.0
+
+
+@njit(cache=True, inline="always")
+def _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg, newton_stop):
+    """One pass of ``_alm24``'s Newton loop for s = 3 as selects: a step is taken if the group
+    is still stepping, the Hessian is positive definite, the step stays positive and f does
+    not increase; the group stops stepping at a refusal or a step below newton_stop."""
+    b1, b2, b3, st = _newton3_select(w1, w2, w3, 1.0, z2, z3, lg)
+    f_new = _f24(b1, b2, b3, 0.0, 1.0, z2, z3, 0.0, lg)
+    take = active & (st >= 0.0) & ~(f_new > f_old + _OBJ_SLACK * abs(f_old))
+    return ((b1 if take else w1), (b2 if take else w2), (b3 if take else w3),
+            (f_new if take else f_old), take & ~(st * st <= newton_stop))
+
+
+@njit(cache=True, error_model="numpy")
+def _fast24(S, lam, tol, max_iter):
+    """``_alm24`` for s = 3 in lock-step over the chunk, without branches, for the groups on
+    its common path: a sweep that lands within the Newton start, at most _FAST_NEWTON
+    Newton steps, a sweep that confirms. Every operation is ``_alm24``'s, so a group that
+    stays on that path gets its result bit for bit; the others are marked unfinished (row
+    _IT3 = 0) and solved by ``_alm24`` from the start."""
+    tol_abs = tol  # z1 = 1
+    newton_start = _NEWTON_START24
+    newton_stop = 0.01 * tol_abs
+    for j in range(_CHUNK):
+        z1 = 1.0
+        z2 = S[_Z2 * _CHUNK + j]
+        z3 = S[_Z3 * _CHUNK + j]
+        lg = lam * S[_SCALE * _CHUNK + j]
+        w1 = S[_X3 * _CHUNK + j]
+        w2 = S[(_X3 + 1) * _CHUNK + j]
+        w3 = S[(_X3 + 2) * _CHUNK + j]
+        w4 = 0.0
+        # sweep 1 (the s = 3 sweep of _alm24, with w4 = 0)
+        v = z1 - lg * (w2 * w3 + w2 * w4 + w3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = abs(v - w1)
+        w1 = v
+        v = z2 - lg * (w1 * w3 + w1 * w4 + w3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = _max(delta, abs(v - w2))
+        w2 = v
+        v = z3 - lg * (w1 * w2 + w1 * w4 + w2 * w4)
+        v = v if v > 0.0 else 0.0
+        delta = _max(delta, abs(v - w3))
+        w3 = v
+        done1 = delta <= tol_abs
+        # Newton on the face w1, w2, w3 > 0 (a zero coordinate: another face, not followed)
+        active = (~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
+        on_path = done1 | active
+        f_old = _f24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg)
+        # _FAST_NEWTON = 4 steps, written out: LLVM vectorizes only a loop without an inner one
+        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
+                                                  newton_stop)
+        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
+                                                  newton_stop)
+        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
+                                                  newton_stop)
+        on_path = on_path & ~active  # still stepping: more Newton steps than followed
+        # sweep 2, the confirmation
+        u1, u2, u3 = w1, w2, w3
+        v = z1 - lg * (u2 * u3 + u2 * w4 + u3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta2 = abs(v - u1)
+        u1 = v
+        v = z2 - lg * (u1 * u3 + u1 * w4 + u3 * w4)
+        v = v if v > 0.0 else 0.0
+        delta2 = _max(delta2, abs(v - u2))
+        u2 = v
+        v = z3 - lg * (u1 * u2 + u1 * w4 + u2 * w4)
+        v = v if v > 0.0 else 0.0
+        delta2 = _max(delta2, abs(v - u3))
+        u3 = v
+        done2 = on_path & ~done1 & (delta2 <= tol_abs) & (max_iter >= 2)
+        S[_W3 * _CHUNK + j] = w1 if done1 else u1
+        S[(_W3 + 1) * _CHUNK + j] = w2 if done1 else u2
+        S[(_W3 + 2) * _CHUNK + j] = w3 if done1 else u3
+        S[_IT3 * _CHUNK + j] = 1.0 if done1 else (2.0 if done2 else 0.0)
+
+
 @njit(cache=True, error_model="numpy")
 def _store24(S):
     """Per group of a chunk, without branches: the winner, unsorted, with the input's signs."""
@@ -832,9 +947,20 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
     S = np.empty(_ROWS * _CHUNK)
     for j in range(_CHUNK):
         g = start + j if j < n else start  # a short last chunk repeats a real group
-        for k in range(4):
-            S[(_Y + k) * _CHUNK + j] = y[g, k]
+        S[_Y * _CHUNK + j] = y[g, 0]
+        S[(_Y + 1) * _CHUNK + j] = y[g, 1]
+        S[(_Y + 2) * _CHUNK + j] = y[g, 2]
+        S[(_Y + 3) * _CHUNK + j] = y[g, 3]
     _bound24(S, lam, ub_cut)
+    # the lock-step ALM pays when enough groups of the chunk need candidate 3
+    need = 0.0
+    for j in range(_CHUNK):
+        need += S[_SOLVE3 * _CHUNK + j]
+    if need >= _FAST_SHARE * _CHUNK:
+        _fast24(S, lam, tol, max_iter)
+    else:
+        for j in range(_CHUNK):
+            S[_IT3 * _CHUNK + j] = 0.0
     slack = 1.0 + _OBJ_SLACK
     for j in range(n):
         it_total = 0
@@ -850,10 +976,15 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
             two_sparse = True
             b1 = b2 = b3 = b4 = 0.0
             if solve3:
-                w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs, newton_start,
-                                            max_iter, S[_X3 * _CHUNK + j],
-                                            S[(_X3 + 1) * _CHUNK + j],
-                                            S[(_X3 + 2) * _CHUNK + j], 0.0)
+                it = int(S[_IT3 * _CHUNK + j])
+                if it > 0:  # finished by _fast24
+                    w1, w2, w3 = (S[_W3 * _CHUNK + j], S[(_W3 + 1) * _CHUNK + j],
+                                  S[(_W3 + 2) * _CHUNK + j])
+                else:
+                    w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs,
+                                                newton_start, max_iter, S[_X3 * _CHUNK + j],
+                                                S[(_X3 + 1) * _CHUNK + j],
+                                                S[(_X3 + 2) * _CHUNK + j], 0.0)
                 if it > max_iter:
                     mx = True
                     it = max_iter
@@ -888,8 +1019,10 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
         maxed[start + j] = mx
     _store24(S)
     for j in range(n):
-        for k in range(4):
-            out[start + j, k] = S[(_OUT + k) * _CHUNK + j]
+        out[start + j, 0] = S[_OUT * _CHUNK + j]
+        out[start + j, 1] = S[(_OUT + 1) * _CHUNK + j]
+        out[start + j, 2] = S[(_OUT + 2) * _CHUNK + j]
+        out[start + j, 3] = S[(_OUT + 3) * _CHUNK + j]
     return 0
 
 
