@@ -22,8 +22,16 @@ import sys
 # not slower (docs/benchmarks.md, "BLAS threads"). OpenBLAS reads the variable when NumPy
 # loads it, so this acts only when sparseopt is imported before NumPy (the ``sparseopt``
 # command, the demo, the benchmarks); a value the user set is kept.
+# The same holds the other way round for the OpenMP threads of Numba's parallel kernels:
+# libgomp lets them spin 300 000 rounds after each kernel, into the product that follows
+# (the prox pruner's gradient ran up to 1.4x slower than alone). 10 000 rounds keep
+# back-to-back kernels cheap and free the cores for BLAS; torch's forward pass, which reads
+# the same variable, did not change (docs/benchmarks.md, "BLAS threads"). A value the user
+# set, or an OMP_WAIT_POLICY, is kept.
 if "numpy" not in sys.modules:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from .layer import prune  # noqa: E402
 from .paths import Path, iht_path, iobs_path, maiht_path, prox_path
