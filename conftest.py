@@ -11,9 +11,9 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded from a model hub
-# before torch loads NumPy (and OpenBLAS): idle BLAS threads sleep at once instead of
-# spinning ~0.1 s on a core the Numba kernels need (see sparseopt/__init__.py)
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+# before torch loads NumPy (and OpenBLAS): import sparseopt sets the thread settings of
+# OpenBLAS and libgomp that keep idle threads off the cores (see sparseopt/__init__.py)
+import sparseopt  # noqa: E402, F401
 
 try:
     import torch
