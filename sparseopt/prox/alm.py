@@ -458,6 +458,16 @@ def _enum_alm_groups(y, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
 
 
 @njit(cache=True, inline="always")
+def _max(a, b):
+    return a if a > b else b  # a select: the builtin max does not vectorize here
+
+
+@njit(cache=True, inline="always")
+def _min(a, b):
+    return a if a < b else b
+
+
+@njit(cache=True, inline="always")
 def _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     """0.5 ||w - z||^2 + lam e_3(w) for four coordinates (prox24-kubler eq. 10)."""
     d1 = w1 - z1
@@ -476,7 +486,8 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
     positive definite iff its leading minors 1 - p^2 and det are positive (Sylvester); the
     step is solved by the adjugate (Cramer's rule): one division, no square root.
     Returns (b1, b2, b3, step); step = -1 when the Hessian is not positive definite or the
-    step leaves the open orthant.
+    step leaves the open orthant (b is then meaningless). Written without branches, so that
+    the lock-step ALM of ``_fast24`` vectorizes; the scalar ALM uses the same function.
     """
     f1 = a1 - y1 + lam * a2 * a3
     f2 = a2 - y2 + lam * a1 * a3
@@ -491,18 +502,16 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
     c13 = p * r - q
     c23 = p * q - r
     det = c11 + p * c12 + q * c13
-    if not (c33 > 0.0 and det > 0.0):
-        return a1, a2, a3, -1.0
-    s = -1.0 / det
+    s = -1.0 / det if det != 0.0 else 0.0  # det <= 0 is refused below
     x1 = s * (c11 * f1 + c12 * f2 + c13 * f3)
     x2 = s * (c12 * f1 + c22 * f2 + c23 * f3)
     x3 = s * (c13 * f1 + c23 * f2 + c33 * f3)
     b1 = a1 + x1
     b2 = a2 + x2
     b3 = a3 + x3
-    if not (b1 > 0.0 and b2 > 0.0 and b3 > 0.0):
-        return a1, a2, a3, -1.0
-    return b1, b2, b3, max(abs(x1), max(abs(x2), abs(x3)))
+    ok = (c33 > 0.0) & (det > 0.0) & (b1 > 0.0) & (b2 > 0.0) & (b3 > 0.0)
+    step = _max(abs(x1), _max(abs(x2), abs(x3)))
+    return b1, b2, b3, step if ok else -1.0
 
 
 @njit(cache=True, inline="always")
@@ -589,6 +598,30 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return b1, b2, b3, b4, step
 
 
+@njit(cache=True, inline="always")
+def _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lam, s):
+    """One ALM sweep (Alg. 2: exact coordinate minimization in order) on the top-s
+    coordinates, s = 3 (w4 stays 0, z4 unused) or 4; returns (w, largest change)."""
+    v = z1 - lam * (w2 * w3 + w2 * w4 + w3 * w4)
+    v = v if v > 0.0 else 0.0
+    delta = abs(v - w1)
+    w1 = v
+    v = z2 - lam * (w1 * w3 + w1 * w4 + w3 * w4)
+    v = v if v > 0.0 else 0.0
+    delta = _max(delta, abs(v - w2))
+    w2 = v
+    v = z3 - lam * (w1 * w2 + w1 * w4 + w2 * w4)
+    v = v if v > 0.0 else 0.0
+    delta = _max(delta, abs(v - w3))
+    w3 = v
+    if s == 4:
+        v = z4 - lam * (w1 * w2 + w1 * w3 + w2 * w3)
+        v = v if v > 0.0 else 0.0
+        delta = _max(delta, abs(v - w4))
+        w4 = v
+    return w1, w2, w3, w4, delta
+
+
 @njit(cache=True, inline="always")  # scalars only: no reference counting
 def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
@@ -605,23 +638,7 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, 
     w4 = x4 if s == 4 else 0.0
     y4 = z4 if s == 4 else 0.0
     for it in range(1, max_iter + 1):
-        v = z1 - lam * (w2 * w3 + w2 * w4 + w3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = abs(v - w1)
-        w1 = v
-        v = z2 - lam * (w1 * w3 + w1 * w4 + w3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = max(delta, abs(v - w2))
-        w2 = v
-        v = z3 - lam * (w1 * w2 + w1 * w4 + w2 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = max(delta, abs(v - w3))
-        w3 = v
-        if s == 4:
-            v = z4 - lam * (w1 * w2 + w1 * w3 + w2 * w3)
-            v = v if v > 0.0 else 0.0
-            delta = max(delta, abs(v - w4))
-            w4 = v
+        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lam, s)
         if delta <= tol_abs:
             return w1, w2, w3, w4, it
         if delta > newton_start:
@@ -651,16 +668,6 @@ def _cswap(a, b, ia, ib):
     return (b if swap else a), (a if swap else b), (ib if swap else ia), (ia if swap else ib)
 
 
-@njit(cache=True, inline="always")
-def _max(a, b):
-    return a if a > b else b  # a select: the builtin max does not vectorize here
-
-
-@njit(cache=True, inline="always")
-def _min(a, b):
-    return a if a < b else b
-
-
 # Rows of the per-chunk scratch S of the 2:4 kernel, each _CHUNK long (structure of arrays:
 # the row offsets are compile-time multiples of _CHUNK, so LLVM proves that the rows do not
 # overlap and vectorizes the loops of _bound24 and _store24 over the groups).
@@ -688,7 +695,6 @@ _ROWS = 35
 # _fast24 runs on a chunk when at least this share of its groups needs candidate 3.
 _FAST_SHARE = 0.4
 
-# _fast24 follows 4 Newton steps in lock-step before it leaves a group to the scalar ALM.
 
 
 @njit(cache=True, error_model="numpy")
@@ -806,39 +812,11 @@ def _bound24(S, lam, ub_cut):
 
 
 @njit(cache=True, inline="always")
-def _newton3_select(a1, a2, a3, y1, y2, y3, lam):
-    """``_newton3`` without branches (the same operations; a refused step gives step -1)."""
-    f1 = a1 - y1 + lam * a2 * a3
-    f2 = a2 - y2 + lam * a1 * a3
-    f3 = a3 - y3 + lam * a1 * a2
-    p = lam * a3
-    q = lam * a2
-    r = lam * a1
-    c11 = 1.0 - r * r
-    c22 = 1.0 - q * q
-    c33 = 1.0 - p * p
-    c12 = q * r - p
-    c13 = p * r - q
-    c23 = p * q - r
-    det = c11 + p * c12 + q * c13
-    s = -1.0 / det
-    x1 = s * (c11 * f1 + c12 * f2 + c13 * f3)
-    x2 = s * (c12 * f1 + c22 * f2 + c23 * f3)
-    x3 = s * (c13 * f1 + c23 * f2 + c33 * f3)
-    b1 = a1 + x1
-    b2 = a2 + x2
-    b3 = a3 + x3
-    ok = (c33 > 0.0) & (det > 0.0) & (b1 > 0.0) & (b2 > 0.0) & (b3 > 0.0)
-    step = _max(abs(x1), _max(abs(x2), abs(x3)))
-    return b1, b2, b3, step if ok else -1.0
-
-
-@njit(cache=True, inline="always")
 def _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg, newton_stop):
     """One pass of ``_alm24``'s Newton loop for s = 3 as selects: a step is taken if the group
     is still stepping, the Hessian is positive definite, the step stays positive and f does
     not increase; the group stops stepping at a refusal or a step below newton_stop."""
-    b1, b2, b3, st = _newton3_select(w1, w2, w3, 1.0, z2, z3, lg)
+    b1, b2, b3, st = _newton3(w1, w2, w3, 1.0, z2, z3, lg)
     f_new = _f24(b1, b2, b3, 0.0, 1.0, z2, z3, 0.0, lg)
     take = active & (st >= 0.0) & ~(f_new > f_old + _OBJ_SLACK * abs(f_old))
     return ((b1 if take else w1), (b2 if take else w2), (b3 if take else w3),
@@ -848,8 +826,8 @@ def _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg, newton_stop):
 @njit(cache=True, error_model="numpy")
 def _fast24(S, lam, tol, max_iter):
     """``_alm24`` for s = 3 in lock-step over the chunk, without branches, for the groups on
-    its common path: a sweep that lands within the Newton start, at most _FAST_NEWTON
-    Newton steps, a sweep that confirms. Every operation is ``_alm24``'s, so a group that
+    its common path: a sweep that lands within the Newton start, at most 3 Newton steps, a
+    sweep that confirms. Every operation is ``_alm24``'s, so a group that
     stays on that path gets its result bit for bit; the others are marked unfinished (row
     _IT3 = 0) and solved by ``_alm24`` from the start."""
     tol_abs = tol  # z1 = 1
@@ -864,25 +842,13 @@ def _fast24(S, lam, tol, max_iter):
         w2 = S[(_X3 + 1) * _CHUNK + j]
         w3 = S[(_X3 + 2) * _CHUNK + j]
         w4 = 0.0
-        # sweep 1 (the s = 3 sweep of _alm24, with w4 = 0)
-        v = z1 - lg * (w2 * w3 + w2 * w4 + w3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = abs(v - w1)
-        w1 = v
-        v = z2 - lg * (w1 * w3 + w1 * w4 + w3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = _max(delta, abs(v - w2))
-        w2 = v
-        v = z3 - lg * (w1 * w2 + w1 * w4 + w2 * w4)
-        v = v if v > 0.0 else 0.0
-        delta = _max(delta, abs(v - w3))
-        w3 = v
+        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg, 3)
         done1 = delta <= tol_abs
         # Newton on the face w1, w2, w3 > 0 (a zero coordinate: another face, not followed)
         active = (~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
         on_path = done1 | active
         f_old = _f24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg)
-        # _FAST_NEWTON = 4 steps, written out: LLVM vectorizes only a loop without an inner one
+        # 3 Newton steps, written out: LLVM vectorizes only a loop without an inner one
         w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
                                                   newton_stop)
         w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
@@ -891,19 +857,7 @@ def _fast24(S, lam, tol, max_iter):
                                                   newton_stop)
         on_path = on_path & ~active  # still stepping: more Newton steps than followed
         # sweep 2, the confirmation
-        u1, u2, u3 = w1, w2, w3
-        v = z1 - lg * (u2 * u3 + u2 * w4 + u3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta2 = abs(v - u1)
-        u1 = v
-        v = z2 - lg * (u1 * u3 + u1 * w4 + u3 * w4)
-        v = v if v > 0.0 else 0.0
-        delta2 = _max(delta2, abs(v - u2))
-        u2 = v
-        v = z3 - lg * (u1 * u2 + u1 * w4 + u2 * w4)
-        v = v if v > 0.0 else 0.0
-        delta2 = _max(delta2, abs(v - u3))
-        u3 = v
+        u1, u2, u3, _, delta2 = _sweep24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg, 3)
         done2 = on_path & ~done1 & (delta2 <= tol_abs) & (max_iter >= 2)
         S[_W3 * _CHUNK + j] = w1 if done1 else u1
         S[(_W3 + 1) * _CHUNK + j] = w2 if done1 else u2
