@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
 
 from .backend import device, is_numpy, namespace, row_blocks, zero
 from .validation import check_finite
@@ -66,6 +67,51 @@ def _keep_largest(a, n: int):
     return rank < n
 
 
+@njit(cache=True)
+def group_rank(g, i, t):
+    """The place of entry ``t`` of row ``i`` of ``g`` in the stable descending order of
+    magnitudes: how many entries of the row have a larger magnitude, or an equal one at a
+    smaller index. The ``n`` largest of a group are the entries of rank < n (the ties rule of
+    this module); used by every Numba kernel that keeps the largest entries of a group."""
+    at = abs(g[i, t])
+    rank = 0
+    for u in range(g.shape[1]):
+        au = abs(g[i, u])
+        if au > at or (au == at and u < t):
+            rank += 1
+    return rank
+
+
+@njit(cache=True, parallel=True)
+def _nm_mask_groups(g, n, out):
+    """``out[i, t] = rank of g[i, t] < n`` for every group (row) of ``g`` (G, m). O(m^2) per
+    group, no sort, no temporaries; NumPy twin: ``_keep_largest(abs(g), n)``."""
+    for i in prange(g.shape[0]):  # groups are independent
+        for t in range(g.shape[1]):
+            out[i, t] = group_rank(g, i, t) < n
+
+
+@njit(cache=True, parallel=True)
+def _nm_project_groups(g, n, out):
+    """``out = g`` where the rank is < n, else +0.0: the projection in the same pass (cheaper
+    than the mask and ``np.where``); twin: ``where(_keep_largest(abs(g), n), g, 0)``."""
+    for i in prange(g.shape[0]):
+        for t in range(g.shape[1]):
+            out[i, t] = g[i, t] if group_rank(g, i, t) < n else 0.0
+
+
+def _nm_numpy(pattern, x, values: bool):
+    """The N:M mask (``values=False``) or projection of a float NumPy array by the Numba
+    kernels above, or None for other dtypes (they take the argsort path)."""
+    if x.dtype not in (np.float32, np.float64):
+        return None
+    pattern._groups(x)  # the shape checks
+    g = np.ascontiguousarray(x).reshape(-1, pattern.m)
+    out = np.empty(g.shape, dtype=x.dtype if values else bool)
+    (_nm_project_groups if values else _nm_mask_groups)(g, int(pattern.n), out)
+    return out.reshape(x.shape)
+
+
 @dataclass(frozen=True)
 class NM:
     """N:M structured sparsity: at most ``n`` nonzeros in every group of ``m``
@@ -109,6 +155,9 @@ class NM:
         x = _asarray(x)
         check_finite(x, "x")
         xp = namespace(x)
+        mask = _nm_numpy(self, x, values=False) if is_numpy(xp) else None
+        if mask is not None:
+            return mask
         return _blocked_mask(x, lambda b: xp.reshape(
             _keep_largest(xp.abs(self._groups(b)), self.n), b.shape))
 
@@ -118,6 +167,11 @@ class NM:
         Returns a new array of the same dtype; ``x`` is not modified.
         """
         x = _asarray(x)
+        if is_numpy(namespace(x)):
+            check_finite(x, "x")
+            out = _nm_numpy(self, x, values=True)
+            if out is not None:
+                return out
         return namespace(x).where(self.mask(x), x, zero(x))
 
     def satisfied(self, x) -> bool:

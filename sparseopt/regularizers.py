@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
-from .patterns import NM
+from .patterns import NM, group_rank
 from .validation import check_float_array, check_nm, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
@@ -166,14 +166,8 @@ def _tail_prox_groups(g, n, kind, c, out):
     thr = np.sqrt(2.0 * c)
     for i in prange(G):  # groups are independent: threads as EnumALM's kernel
         for t in range(m):
-            at = abs(g[i, t])
-            rank = 0
-            for u in range(m):
-                au = abs(g[i, u])
-                if au > at or (au == at and u < t):
-                    rank += 1
             v = np.float64(g[i, t])
-            if rank < n:
+            if group_rank(g, i, t) < n:
                 out[i, t] = g[i, t]
             elif kind == 0:
                 out[i, t] = v if abs(v) > thr else 0.0

@@ -67,6 +67,40 @@ def test_affine_gradient_shortcut_equals_direct_gradients(kw):
     np.testing.assert_array_equal(a.history["accepted"], b.history["accepted"])
 
 
+class _Counted(LayerLoss):
+    """LayerLoss that counts its products with H (value, grad and value_and_grad: one each)."""
+
+    products = 0
+
+    def value(self, W):
+        self.products += 1
+        return super().value(W)
+
+    def grad(self, W):
+        self.products += 1
+        return super().grad(W)
+
+    def value_and_grad(self, W):
+        self.products += 1
+        return super().value_and_grad(W)
+
+
+@pytest.mark.parametrize("mu", [0.0, 0.1])
+def test_products_per_iteration(mu):
+    """mAIHT with an affine gradient needs two products per iteration (at Z^{k+1} and at
+    V^{k+1}; grad f(Y^k) is combined), the refinement one per step, plus one for x0 and one
+    at the start of the refinement. Fails if a value or gradient is recomputed (say the loss
+    history without the mu term, or the gradient of V when it is taken), or if the loss
+    history keeps the mu term."""
+    base = layer_problem(3, corr=1.0)
+    f = _Counted(base.W_star, base.H)
+    r = maiht(f, pattern=NM(2, 4), mu=mu, max_iter=12, tol=0.0, refine_steps=7)
+    assert f.products == 1 + 2 * 12 + 1 + 7
+    if mu:  # the loss history is f alone: its last row is the plain loss of x
+        assert r.history["loss"][-1] == pytest.approx(base.value(r.x), rel=1e-12)
+        assert r.history["objective"][-1] > r.history["loss"][-1]
+
+
 @pytest.mark.parametrize("kw", [dict(pattern=TopK(4)), dict(pattern=NM(2, 4)), dict(lam=0.1)])
 def test_monotone_descent_lemma_3_2(kw):
     X, y = correlated(3, n=30, p=16)

@@ -38,6 +38,33 @@ def test_nm_ties_broken_by_position():
     np.testing.assert_array_equal(NM(2, 4).mask(x)[4:], [True, True, False, False])
 
 
+@pytest.mark.parametrize("n,m", [(2, 4), (1, 4), (0, 4), (4, 4), (4, 8), (3, 16)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nm_numba_kernels_equal_argsort_twin(n, m, dtype):
+    """The Numba mask / projection kernels (NumPy input) against their twin, the stable
+    argsort of ``_keep_largest``: ties between +-x and between +0.0 / -0.0 (to the smaller
+    index), zeros, signs, a non-contiguous view, and the kept bits. Fails if one kernel
+    breaks a tie differently or changes a kept value or the sign of a zero."""
+    from sparseopt.patterns import _keep_largest
+
+    rng = np.random.default_rng(1)
+    x = (rng.integers(-2, 3, size=(40, 6 * m)) * rng.choice([1.0, 0.5], size=(40, 6 * m)))
+    x = x.astype(dtype)
+    x[0, :m] = -0.0
+    x[1, :m] = 0.0
+    x[2, :m] = rng.standard_normal(m).astype(dtype)
+    x = x[:, ::-1][::2]  # a view in neither C nor F order
+    twin = _keep_largest(np.abs(x.reshape(x.shape[0], -1, m)), n).reshape(x.shape)
+    mask = NM(n, m).mask(x)
+    p = NM(n, m).project(x)
+    np.testing.assert_array_equal(mask, twin)
+    assert p.dtype == dtype
+    kept = np.where(twin, x, 0.0)
+    np.testing.assert_array_equal(p.view(np.uint8), kept.astype(dtype).view(np.uint8))
+    if 0 < n < m:
+        assert 0 < mask.sum() < mask.size  # the ties above are decided, not all kept
+
+
 def test_nm_does_not_modify_input_and_keeps_signs():
     x = np.array([[-3.0, 0.5, 2.0, -0.1]])
     x0 = x.copy()

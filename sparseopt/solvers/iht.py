@@ -243,10 +243,14 @@ class _Stabilized:
             return np.asarray(w) - self.center
         return w - self.center
 
-    def value(self, w):
+    def penalty(self, w) -> float:
+        """mu/2 ||w - w_hat||^2, summed in float64 (an elementwise pass, no product)."""
         xp = self._xp
         d = xp.astype(self._diff(w), xp.float64, copy=False)
-        return float(self.base.value(w)) + 0.5 * self.mu * float(xp.sum(d * d))
+        return 0.5 * self.mu * float(xp.sum(d * d))
+
+    def value(self, w):
+        return float(self.base.value(w)) + self.penalty(w)
 
     def grad(self, w):
         return self.base.grad(w) + self.mu * self._diff(w)
@@ -256,10 +260,7 @@ class _Stabilized:
             v, g = self.base.value_and_grad(w)
         else:
             v, g = self.base.value(w), self.base.grad(w)
-        d = self._diff(w)
-        xp = self._xp
-        d64 = xp.astype(d, xp.float64, copy=False)
-        return float(v) + 0.5 * self.mu * float(xp.sum(d64 * d64)), g + self.mu * d
+        return float(v) + self.penalty(w), g + self.mu * self._diff(w)
 
     def lipschitz(self):
         return float(self.base.lipschitz()) + self.mu
@@ -269,24 +270,25 @@ def refine(problem, x, support, steps, hist, t0, lam_rec):
     """Projected gradient on a fixed support T: x <- P_T(x - step grad f(x)) (maiht-wen Alg. 1
     lines 8-10; for LayerLoss this is the masked gradient step of prox24-kubler eq. 5).
     Appends to ``hist``; returns the last iterate."""
-    base = problem.objective
     xp = problem.xp
     z = zero(x)
+    _, g = problem.value_and_grad(x)
     for _ in range(steps):
-        _, g = problem.value_and_grad(x)
         x_new = xp.astype(xp.where(support, x - problem.step * g, z), x.dtype, copy=False)
         res = frobenius_norm(x_new - x) / problem.step
         x = x_new
-        fval = base.value(x)
+        # one product per step: the value recorded and the next step's gradient
+        fval, g = problem.value_and_grad(x)
         hist.append(objective=fval, loss=_loss(problem, x, fval), support=count_nonzero(x),
                     lam=lam_rec, step=problem.step, residual=res, time=time.perf_counter() - t0)
     return x
 
 
 def _loss(problem, x, fval):
-    """The caller's smooth loss f (without the mu term of eq. 5)."""
+    """The caller's smooth loss f: ``fval`` (the minimised objective at x) without the mu term
+    of eq. 5."""
     if isinstance(problem.objective, _Stabilized):
-        return float(problem.objective.base.value(x))
+        return fval - problem.objective.penalty(x)
     return fval
 
 

@@ -128,15 +128,17 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
         Z = xp.astype(pb.prox(Y - alpha * gY, lam_k), W.dtype, copy=False)
         V = xp.astype(pb.prox(W - alpha * gW, lam_k), W.dtype, copy=False)
         t_prev, t = t, (math.sqrt(4.0 * t * t + 1.0) + 1.0) / 2.0
+        # both values from the same product and summation, so that the comparison is like
+        # with like; the gradient of the one taken is the next iteration's
         fZ, gZ = pb.value_and_grad(Z)
-        fV = pb.objective.value(V)  # its gradient is needed only if V is taken
+        fV, gV = pb.value_and_grad(V)
         accept = pb.penalized(fZ, Z, lam_k) <= pb.penalized(fV, V, lam_k)
         W_prev, gW_prev = W, gW
         if accept:
             W, fW, gW = Z, fZ, gZ
             n_acc += 1
         else:
-            W, fW, gW = V, fV, pb.objective.grad(V)
+            W, fW, gW = V, fV, gV
         res = frobenius_norm(W - W_prev) / alpha
         nit = k + 1
         hist.append(objective=pb.penalized(fW, W, lam_k), loss=_loss(pb, W, fW),
