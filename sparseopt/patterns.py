@@ -100,6 +100,18 @@ def _nm_project_groups(g, n, out):
             out[i, t] = g[i, t] if group_rank(g, i, t) < n else 0.0
 
 
+@njit(cache=True, parallel=True)
+def _nm_count_satisfied(g, n):
+    """How many groups (rows) of ``g`` have at most ``n`` nonzeros."""
+    total = 0
+    for i in prange(g.shape[0]):
+        nonzeros = 0
+        for t in range(g.shape[1]):
+            nonzeros += g[i, t] != 0
+        total += nonzeros <= n
+    return total
+
+
 def _nm_numpy(pattern, x, values: bool):
     """The N:M mask (``values=False``) or projection of a float NumPy array by the Numba
     kernels above, or None for other dtypes (they take the argsort path)."""
@@ -181,19 +193,16 @@ class NM:
     def satisfied_fraction(self, x) -> float:
         """Fraction of the groups with at most ``n`` nonzeros (1.0 for no groups).
 
-        For NumPy, m slice additions of a small int type (~8x faster than count_nonzero
-        along a short last axis: this runs once per prox-gradient iteration).
+        For float NumPy arrays one Numba pass (:func:`_nm_count_satisfied`; this runs once
+        per prox-gradient iteration); its twin is the array-API code.
         """
         g = self._groups(x)
         xp = namespace(g)
         if 0 in g.shape:
             return 1.0
-        if is_numpy(xp):
-            nz = (g != 0).view(np.uint8)
-            count = nz[..., 0].astype(np.uint8 if self.m < 256 else np.int32)
-            for t in range(1, self.m):
-                count += nz[..., t]
-            return float(np.mean(count <= self.n))
+        if is_numpy(xp) and g.dtype in (np.float32, np.float64):
+            g = np.ascontiguousarray(g).reshape(-1, self.m)
+            return _nm_count_satisfied(g, int(self.n)) / g.shape[0]
         count = xp.sum(xp.astype(g != 0, xp.int32), axis=-1)
         return float(xp.mean(xp.astype(count <= self.n, xp.float64)))
 

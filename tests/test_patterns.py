@@ -65,6 +65,23 @@ def test_nm_numba_kernels_equal_argsort_twin(n, m, dtype):
         assert 0 < mask.sum() < mask.size  # the ties above are decided, not all kept
 
 
+@pytest.mark.parametrize("n,m", [(2, 4), (0, 4), (4, 4), (3, 8)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nm_satisfied_fraction_kernel_equals_count(n, m, dtype):
+    """The Numba count of N:M groups against count_nonzero per group: -0.0 is a zero, tiny
+    and negative entries are not; a non-contiguous view. Fails on an off-by-one in n."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((30, 10 * m)).astype(dtype)
+    x[rng.random(x.shape) < 0.5] = 0.0
+    x[0, :m] = -0.0
+    x[1, :m] = np.finfo(dtype).tiny * -1.0
+    x = x[::-1, ::2][:, : 4 * m]
+    want = np.mean(np.count_nonzero(x.reshape(x.shape[0], -1, m), axis=-1) <= n)
+    got = NM(n, m).satisfied_fraction(x)
+    assert got == want
+    assert NM(n, m).satisfied(x) == (want == 1.0)
+
+
 def test_nm_does_not_modify_input_and_keeps_signs():
     x = np.array([[-3.0, 0.5, 2.0, -0.1]])
     x0 = x.copy()

@@ -274,8 +274,9 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
             if hist["objective"]:
                 bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}",
                                 loss=f"{hist['objective'][-1]:.4g}", nm=f"{frac:.3f}")
-    if k > 0:
-        hist["objective"].append(objective.value(x))
+    if k > 0:  # as every other entry: value_and_grad's f (LayerLoss: one product in x's
+        # dtype, summed in float64; its float64 ``value`` costs 2-4 such products)
+        hist["objective"].append(objective.value_and_grad(x)[0])
     if bar is not None:
         bar.close()
     history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
