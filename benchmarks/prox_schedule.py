@@ -112,6 +112,10 @@ def main(argv=None):
     print("P: the method's cost until the N:M mask (before +GD) in W @ H products of the layer;"
           " s: seconds including +GD")
     print(head)
+    # Numba compiles (or loads from its cache) at the first call of each kernel: a small
+    # layer of the same dtypes first, so that the first row does not pay for it
+    rng = np.random.default_rng(1)
+    run_layer(rng.standard_normal((16, 64)).astype(np.float32), correlated_hessian(64, seed=2), 2)
     summary = []
     for name, (W, H) in layers.items():
         t_prod, r = run_layer(W, H, args.gd)
