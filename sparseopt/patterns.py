@@ -114,8 +114,8 @@ def _nm_count_satisfied(g, n):
 
 def _nm_numpy(pattern, x, values: bool):
     """The N:M mask (``values=False``) or projection of a float NumPy array by the Numba
-    kernels above, or None for other dtypes (they take the argsort path)."""
-    if x.dtype not in (np.float32, np.float64):
+    kernels above, or None for other arrays (tensors, other dtypes: the argsort path)."""
+    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
         return None
     pattern._groups(x)  # the shape checks
     g = np.ascontiguousarray(x).reshape(-1, pattern.m)
@@ -166,10 +166,14 @@ class NM:
         """Boolean array, True where ``project`` keeps the entry."""
         x = _asarray(x)
         check_finite(x, "x")
-        xp = namespace(x)
-        mask = _nm_numpy(self, x, values=False) if is_numpy(xp) else None
+        return self._mask(x)
+
+    def _mask(self, x):
+        """``mask`` of a checked (finite) ``x``."""
+        mask = _nm_numpy(self, x, values=False)
         if mask is not None:
             return mask
+        xp = namespace(x)
         return _blocked_mask(x, lambda b: xp.reshape(
             _keep_largest(xp.abs(self._groups(b)), self.n), b.shape))
 
@@ -179,12 +183,11 @@ class NM:
         Returns a new array of the same dtype; ``x`` is not modified.
         """
         x = _asarray(x)
-        if is_numpy(namespace(x)):
-            check_finite(x, "x")
-            out = _nm_numpy(self, x, values=True)
-            if out is not None:
-                return out
-        return namespace(x).where(self.mask(x), x, zero(x))
+        check_finite(x, "x")
+        out = _nm_numpy(self, x, values=True)
+        if out is not None:
+            return out
+        return namespace(x).where(self._mask(x), x, zero(x))
 
     def satisfied(self, x) -> bool:
         """True if every group has at most ``n`` nonzeros."""
