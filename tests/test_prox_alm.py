@@ -365,7 +365,7 @@ def test_2_4_kernel_chunk_edges(G):
         np.testing.assert_array_equal(W[g], prox_nm(Y[g], 0.4))
 
 
-@pytest.mark.parametrize("name", ["_bound24", "_fast24", "_store24"])
+@pytest.mark.parametrize("name", ["_bound24", "_fast24_s3", "_fast24_s4", "_store24"])
 def test_2_4_kernel_passes_are_vectorized(name):
     """The chunk passes of the 2:4 kernel are written branch-free on a structure-of-arrays
     scratch so that LLVM vectorizes them (most of their speed, docs/prox.md). Fails if an
@@ -380,7 +380,9 @@ def test_2_4_kernel_passes_are_vectorized(name):
 
     fn = njit(error_model="numpy")(getattr(alm, name).py_func)
     S = np.random.default_rng(0).uniform(0.1, 1.0, alm._ROWS * alm._CHUNK)
-    args = {"_bound24": (S, 0.3, True), "_fast24": (S, 0.3, 1e-12, 10000), "_store24": (S,)}
+    fast = (S, 0.3, 1e-12, 10000)
+    args = {"_bound24": (S, 0.3, True), "_fast24_s3": fast, "_fast24_s4": fast,
+            "_store24": (S,)}
     fn(*args[name])
     asm = "\n".join(fn.inspect_asm().values())
     packed = len(re.findall(r"\bv?mulpd\b", asm))
@@ -388,13 +390,15 @@ def test_2_4_kernel_passes_are_vectorized(name):
     assert packed > scalar, (packed, scalar)
 
 
-@pytest.mark.parametrize("lam, share", [(0.1, 0.5), (0.3, 0.5), (1.0, 0.1)])
-def test_2_4_lockstep_alm_equals_scalar_alm(lam, share):
-    """``_fast24`` runs the s = 3 ALM of ``_alm24`` in lock-step over a chunk for the groups on
-    its common path (a sweep, at most 3 Newton steps, a confirming sweep). Each group it
-    finishes must carry ``_alm24``'s point and sweep count bit for bit, and it must finish
-    a good share of the groups that need candidate 3 (most of them at lam <= 0.3; at larger
-    lam Newton is refused more often and the kernel's chunk gate skips the pass)."""
+@pytest.mark.parametrize("lam, s, share", [(0.1, 3, 0.5), (0.3, 3, 0.5), (1.0, 3, 0.1),
+                                           (0.1, 4, 0.9), (0.3, 4, 0.25)])
+def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
+    """``_fast24`` runs the ALM of ``_alm24`` for candidate s in lock-step over a chunk for the
+    groups on its common path (a sweep, at most 3 Newton steps, a confirming sweep). Each
+    group it finishes must carry ``_alm24``'s point and sweep count bit for bit, and it must
+    finish a good share of the groups that may need the candidate (s = 3: most of them at
+    lam <= 0.3, s = 4: most at lam = 0.1; at larger lam the dense candidate's ALM mostly
+    ends on a face and Newton is refused more often)."""
     from sparseopt.prox import alm
 
     rng = np.random.default_rng(41)
@@ -406,17 +410,19 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, share):
     for k in range(4):
         S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
     alm._bound24(S, lam, True)
-    alm._fast24(S, lam, 1e-12, 10000)
+    (alm._fast24_s3 if s == 3 else alm._fast24_s4)(S, lam, 1e-12, 10000)
     row = lambda r: S[r * C:(r + 1) * C]  # noqa: E731
-    need, it3 = row(alm._SOLVE3) != 0, row(alm._IT3)
+    solve, x, w, it_row = ((alm._SOLVE3, alm._X3, alm._W3, alm._IT3) if s == 3 else
+                           (alm._SOLVE4, alm._X4, alm._W4, alm._IT4))
+    need, its = row(solve) != 0, row(it_row)
     finished = 0
     for j in np.nonzero(need)[0]:
-        z2, z3, scale = row(alm._Z2)[j], row(alm._Z3)[j], row(alm._SCALE)[j]
-        x = [row(alm._X3 + i)[j] for i in range(3)]
-        w1, w2, w3, _, it = alm._alm24(1.0, z2, z3, 0.0, 3, lam * scale, 1e-12,
-                                       alm._NEWTON_START24, 10000, *x, 0.0)
-        if it3[j] > 0:
+        z = [1.0, row(alm._Z2)[j], row(alm._Z3)[j], row(alm._Z4)[j] if s == 4 else 0.0]
+        start = [row(x + i)[j] for i in range(s)] + [0.0] * (4 - s)
+        *ws, it = alm._alm24(*z, s, lam * row(alm._SCALE)[j], 1e-12, alm._NEWTON_START24,
+                             10000, *start)
+        if its[j] > 0:
             finished += 1
-            assert (row(alm._W3)[j], row(alm._W3 + 1)[j], row(alm._W3 + 2)[j]) == (w1, w2, w3)
-            assert it3[j] == it
+            assert tuple(row(w + i)[j] for i in range(s)) == tuple(ws[:s])
+            assert its[j] == it
     assert need.sum() > 20 and finished >= share * need.sum(), (finished, need.sum())

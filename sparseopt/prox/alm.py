@@ -24,7 +24,7 @@ through rounding); docs/prox.md has the proofs:
   bracket lo <= u <= up; the candidate is skipped if the bracket is empty or non-positive
   (generalizing the necessary conditions of prox24-kubler Lemma 10), if the PSD condition
   lam e_{N-1}(u_{S minus i, j}) <= 1 (proof of Fact 8) fails at lo, or if the lower bound
-  0.5||z - up||^2 + lo.(z - up)/(N+1) + tail on its value (Euler's identity) exceeds the best
+  0.5||z - up||^2 + up.(z - up)/(N+1) + tail on its value (Euler's identity) exceeds the best
   candidate so far. The 2:4 kernel also skips a candidate whose lower bound exceeds f at any
   point w >= 0 it has at hand (its starts, clipped to w >= 0): the optimum is no worse than
   such a point, so that candidate cannot win (the upper-bound cut).
@@ -344,7 +344,8 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act, 
             break  # sorted: no larger support can be interior either
         # Exact pruning. Every interior stationary point u of support [0, s) satisfies
         # low <= u <= up (u_i = z_i - lam e_N(u_{S-i}) and u <= z), its Hessian is PSD if it
-        # is the optimum, and its value is 0.5||z - u||^2 + u.(z - u)/(N+1) + tail (Euler).
+        # is the optimum, and its value is 0.5||z - u||^2 + u.(z - u)/(N+1) + tail (Euler),
+        # a sum of terms decreasing in u_i on [0, z_i]: at least that sum at u = up.
         for j in range(s):
             v = z[j] - lam * _esym_skip(z, s, j, -1, n, e)
             low[j] = v if v > 0.0 else 0.0
@@ -356,7 +357,7 @@ def _enum_alm_one(z, m, lam, n, tol, max_iter, wbest, w, wn, J, F, e, low, act, 
                 interior = False
                 break
             gap = z[j] - u
-            lb += 0.5 * gap * gap + low[j] * gap / (n + 1)
+            lb += 0.5 * gap * gap + u * gap / (n + 1)
         if not interior:
             continue
         # PSD Hessian needs every off-diagonal entry lam e_{N-1}(u_{S-i-j}) <= 1 (B.8).
@@ -516,10 +517,13 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
 
 @njit(cache=True, inline="always")
 def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
-    """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal.
+    """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal (b is then
+    meaningless).
 
     Solved by a square-root-free LDL^T factorization (unit diagonal, so d1 = 1); the
     Hessian is positive definite iff d2, d3, d4 > 0 (the squares of Cholesky's pivots).
+    Written without branches, like :func:`_newton3`: a refused factorization runs on with
+    meaningless numbers (a non-positive pivot is replaced by 1) and is refused at the end.
     """
     f1 = w1 - z1 + lam * (w2 * w3 + w2 * w4 + w3 * w4)
     f2 = w2 - z2 + lam * (w1 * w3 + w1 * w4 + w3 * w4)
@@ -529,25 +533,19 @@ def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     h13 = lam * (w2 + w4)
     h14 = lam * (w2 + w3)
     d2 = 1.0 - h12 * h12
-    if d2 <= 0.0:
-        return w1, w2, w3, w4, -1.0
-    r2 = 1.0 / d2
+    r2 = 1.0 / d2 if d2 > 0.0 else 0.0
     m32 = lam * (w1 + w4) - h13 * h12  # d2 * L32
     m42 = lam * (w1 + w3) - h14 * h12  # d2 * L42
     d3 = 1.0 - h13 * h13 - m32 * m32 * r2
-    if d3 <= 0.0:
-        return w1, w2, w3, w4, -1.0
-    r3 = 1.0 / d3
+    r3 = 1.0 / d3 if d3 > 0.0 else 0.0
     m43 = lam * (w1 + w2) - h14 * h13 - m42 * m32 * r2  # d3 * L43
     d4 = 1.0 - h14 * h14 - m42 * m42 * r2 - m43 * m43 * r3
-    if d4 <= 0.0:
-        return w1, w2, w3, w4, -1.0
     # forward L t = -f, then D, then backward L^T x
     t1 = -f1
     t2 = -f2 - h12 * t1
     t3 = -f3 - h13 * t1 - m32 * r2 * t2
     t4 = -f4 - h14 * t1 - m42 * r2 * t2 - m43 * r3 * t3
-    x4 = t4 / d4
+    x4 = t4 / (d4 if d4 > 0.0 else 1.0)
     x3 = t3 * r3 - m43 * r3 * x4
     x2 = t2 * r2 - m32 * r2 * x3 - m42 * r2 * x4
     x1 = t1 - h12 * x2 - h13 * x3 - h14 * x4
@@ -555,10 +553,10 @@ def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     b2 = w2 + x2
     b3 = w3 + x3
     b4 = w4 + x4
-    if not (b1 > 0.0 and b2 > 0.0 and b3 > 0.0 and b4 > 0.0):
-        return w1, w2, w3, w4, -1.0
-    step = max(max(abs(x1), abs(x2)), max(abs(x3), abs(x4)))
-    return b1, b2, b3, b4, step
+    ok = ((d2 > 0.0) & (d3 > 0.0) & (d4 > 0.0)
+          & (b1 > 0.0) & (b2 > 0.0) & (b3 > 0.0) & (b4 > 0.0))
+    step = _max(_max(abs(x1), abs(x2)), _max(abs(x3), abs(x4)))
+    return b1, b2, b3, b4, step if ok else -1.0
 
 
 @njit(cache=True, inline="always")
@@ -690,10 +688,15 @@ _TWO = 26
 _OUT = 27     # rows 27-30: the result in input order with signs
 _W3 = 31      # rows 31-33: candidate s = 3 when _fast24 finished its ALM, row 34: its sweeps
 _IT3 = 34     # (0: not finished, the scalar _alm24 runs it from the start)
-_ROWS = 35
+_W4 = 35      # rows 35-38, 39: the same for candidate s = 4
+_IT4 = 39
+_ROWS = 40
 
-# _fast24 runs on a chunk when at least this share of its groups needs candidate 3.
+# _fast24 runs for candidate s on a chunk when at least this share of its groups may need
+# that candidate.
 _FAST_SHARE = 0.4
+
+
 
 
 
@@ -745,7 +748,7 @@ def _bound24(S, lam, ub_cut):
                   & (l1 <= u1) & (l2 <= u2) & (l3 <= u3))
         g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
         lb3 = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
-        lb3 += (l1 * g1 + l2 * g2 + l3 * g3) / 3.0
+        lb3 += (u1 * g1 + u2 * g2 + u3 * g3) / 3.0
         ok3 = ok & (lb3 <= best * slack)
         # start: the middle of a small bracket (every interior stationary point is in it),
         # else the balanced start t + lg t^2 = mean z (see _balanced_start)
@@ -780,7 +783,7 @@ def _bound24(S, lam, ub_cut):
                   & (l4 <= u4))
         g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
         lb4 = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
-        lb4 += (l1 * g1 + l2 * g2 + l3 * g3 + l4 * g4) / 3.0
+        lb4 += (u1 * g1 + u2 * g2 + u3 * g3 + u4 * g4) / 3.0
         warm = _max(_max(u1 - l1, u2 - l2), _max(u3 - l3, u4 - l4)) <= _WARM * z1
         zb = 0.25 * (z1 + z2 + z3 + z4)
         t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))  # t + 3 lg t^2 = mean z
@@ -812,57 +815,82 @@ def _bound24(S, lam, ub_cut):
 
 
 @njit(cache=True, inline="always")
-def _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg, newton_stop):
-    """One pass of ``_alm24``'s Newton loop for s = 3 as selects: a step is taken if the group
-    is still stepping, the Hessian is positive definite, the step stays positive and f does
-    not increase; the group stops stepping at a refusal or a step below newton_stop."""
-    b1, b2, b3, st = _newton3(w1, w2, w3, 1.0, z2, z3, lg)
-    f_new = _f24(b1, b2, b3, 0.0, 1.0, z2, z3, 0.0, lg)
+def _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3, z4, lg, newton_stop, s):
+    """One pass of ``_alm24``'s Newton loop for candidate s (3: w4 = 0; 4) as selects: a step
+    is taken if the group is still stepping, the Hessian is positive definite, the step
+    stays positive and f does not increase; the group stops stepping at a refusal or a step
+    below newton_stop."""
+    if s == 4:  # a constant in the compiled loop (see _fast24)
+        b1, b2, b3, b4, st = _newton4(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
+    else:
+        b1, b2, b3, st = _newton3(w1, w2, w3, 1.0, z2, z3, lg)
+        b4 = 0.0
+    f_new = _f24(b1, b2, b3, b4, 1.0, z2, z3, z4, lg)
     take = active & (st >= 0.0) & ~(f_new > f_old + _OBJ_SLACK * abs(f_old))
     return ((b1 if take else w1), (b2 if take else w2), (b3 if take else w3),
-            (f_new if take else f_old), take & ~(st * st <= newton_stop))
+            (b4 if take else w4), (f_new if take else f_old),
+            take & ~(st * st <= newton_stop))
 
 
-@njit(cache=True, error_model="numpy")
-def _fast24(S, lam, tol, max_iter):
-    """``_alm24`` for s = 3 in lock-step over the chunk, without branches, for the groups on
-    its common path: a sweep that lands within the Newton start, at most 3 Newton steps, a
-    sweep that confirms. Every operation is ``_alm24``'s, so a group that
-    stays on that path gets its result bit for bit; the others are marked unfinished (row
-    _IT3 = 0) and solved by ``_alm24`` from the start."""
+@njit(cache=True, inline="always")
+def _fast24(S, lam, tol, max_iter, s):
+    """``_alm24`` for candidate s (3 or 4) in lock-step over the chunk, without branches, for
+    the groups on its common path: a sweep that lands within the Newton start, at most 3
+    Newton steps on the open face (all s coordinates positive), a sweep that confirms.
+    Every operation is ``_alm24``'s, so a group that stays on that path gets its result
+    bit for bit; the others are marked unfinished (row _IT3 or _IT4 = 0) and solved by
+    ``_alm24`` from the start. Compiled only inlined with a constant s (``_fast24_s3``,
+    ``_fast24_s4``): a branch on a run-time s keeps LLVM from vectorizing the loop."""
     tol_abs = tol  # z1 = 1
     newton_start = _NEWTON_START24
     newton_stop = 0.01 * tol_abs
+    x, w_out, it_out = (_X3, _W3, _IT3) if s == 3 else (_X4, _W4, _IT4)
     for j in range(_CHUNK):
         z1 = 1.0
         z2 = S[_Z2 * _CHUNK + j]
         z3 = S[_Z3 * _CHUNK + j]
+        z4 = S[_Z4 * _CHUNK + j] if s == 4 else 0.0  # s = 3: f has z4 = 0 (_alm24's y4)
         lg = lam * S[_SCALE * _CHUNK + j]
-        w1 = S[_X3 * _CHUNK + j]
-        w2 = S[(_X3 + 1) * _CHUNK + j]
-        w3 = S[(_X3 + 2) * _CHUNK + j]
-        w4 = 0.0
-        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg, 3)
+        w1 = S[x * _CHUNK + j]
+        w2 = S[(x + 1) * _CHUNK + j]
+        w3 = S[(x + 2) * _CHUNK + j]
+        w4 = S[(x + 3) * _CHUNK + j] if s == 4 else 0.0
+        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lg, s)
         done1 = delta <= tol_abs
-        # Newton on the face w1, w2, w3 > 0 (a zero coordinate: another face, not followed)
-        active = (~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
+        # Newton on the open face (a zero coordinate: another face, not followed)
+        active = ((~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
+                  & ((w4 > 0.0) | (s == 3)))
         on_path = done1 | active
-        f_old = _f24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg)
+        f_old = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
         # 3 Newton steps, written out: LLVM vectorizes only a loop without an inner one
-        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
-                                                  newton_stop)
-        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
-                                                  newton_stop)
-        w1, w2, w3, f_old, active = _newton3_take(w1, w2, w3, f_old, active, z2, z3, lg,
-                                                  newton_stop)
+        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                       z4, lg, newton_stop, s)
+        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                       z4, lg, newton_stop, s)
+        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                       z4, lg, newton_stop, s)
         on_path = on_path & ~active  # still stepping: more Newton steps than followed
         # sweep 2, the confirmation
-        u1, u2, u3, _, delta2 = _sweep24(w1, w2, w3, w4, z1, z2, z3, 0.0, lg, 3)
+        u1, u2, u3, u4, delta2 = _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lg, s)
         done2 = on_path & ~done1 & (delta2 <= tol_abs) & (max_iter >= 2)
-        S[_W3 * _CHUNK + j] = w1 if done1 else u1
-        S[(_W3 + 1) * _CHUNK + j] = w2 if done1 else u2
-        S[(_W3 + 2) * _CHUNK + j] = w3 if done1 else u3
-        S[_IT3 * _CHUNK + j] = 1.0 if done1 else (2.0 if done2 else 0.0)
+        S[w_out * _CHUNK + j] = w1 if done1 else u1
+        S[(w_out + 1) * _CHUNK + j] = w2 if done1 else u2
+        S[(w_out + 2) * _CHUNK + j] = w3 if done1 else u3
+        if s == 4:
+            S[(w_out + 3) * _CHUNK + j] = w4 if done1 else u4
+        S[it_out * _CHUNK + j] = 1.0 if done1 else (2.0 if done2 else 0.0)
+
+
+@njit(cache=True, error_model="numpy")
+def _fast24_s3(S, lam, tol, max_iter):
+    """:func:`_fast24` for candidate 3 (vectorized)."""
+    _fast24(S, lam, tol, max_iter, 3)
+
+
+@njit(cache=True, error_model="numpy")
+def _fast24_s4(S, lam, tol, max_iter):
+    """:func:`_fast24` for candidate 4 (vectorized)."""
+    _fast24(S, lam, tol, max_iter, 4)
 
 
 @njit(cache=True, error_model="numpy")
@@ -906,15 +934,22 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
         S[(_Y + 2) * _CHUNK + j] = y[g, 2]
         S[(_Y + 3) * _CHUNK + j] = y[g, 3]
     _bound24(S, lam, ub_cut)
-    # the lock-step ALM pays when enough groups of the chunk need candidate 3
-    need = 0.0
+    # the lock-step ALM pays when enough groups of the chunk may need the candidate
+    need3 = 0.0
+    need4 = 0.0
     for j in range(_CHUNK):
-        need += S[_SOLVE3 * _CHUNK + j]
-    if need >= _FAST_SHARE * _CHUNK:
-        _fast24(S, lam, tol, max_iter)
+        need3 += S[_SOLVE3 * _CHUNK + j]
+        need4 += S[_SOLVE4 * _CHUNK + j]
+    if need3 >= _FAST_SHARE * _CHUNK:
+        _fast24_s3(S, lam, tol, max_iter)
     else:
         for j in range(_CHUNK):
             S[_IT3 * _CHUNK + j] = 0.0
+    if need4 >= _FAST_SHARE * _CHUNK:
+        _fast24_s4(S, lam, tol, max_iter)
+    else:
+        for j in range(_CHUNK):
+            S[_IT4 * _CHUNK + j] = 0.0
     slack = 1.0 + _OBJ_SLACK
     for j in range(n):
         it_total = 0
@@ -949,11 +984,16 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
                     two_sparse = False
                     b1, b2, b3, b4 = w1, w2, w3, 0.0
             if S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack:
-                w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs, newton_start,
-                                            max_iter, S[_X4 * _CHUNK + j],
-                                            S[(_X4 + 1) * _CHUNK + j],
-                                            S[(_X4 + 2) * _CHUNK + j],
-                                            S[(_X4 + 3) * _CHUNK + j])
+                it = int(S[_IT4 * _CHUNK + j])
+                if it > 0:  # finished by _fast24
+                    w1, w2, w3, w4 = (S[_W4 * _CHUNK + j], S[(_W4 + 1) * _CHUNK + j],
+                                      S[(_W4 + 2) * _CHUNK + j], S[(_W4 + 3) * _CHUNK + j])
+                else:
+                    w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs, newton_start,
+                                                max_iter, S[_X4 * _CHUNK + j],
+                                                S[(_X4 + 1) * _CHUNK + j],
+                                                S[(_X4 + 2) * _CHUNK + j],
+                                                S[(_X4 + 3) * _CHUNK + j])
                 if it > max_iter:
                     mx = True
                     it = max_iter
