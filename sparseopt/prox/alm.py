@@ -37,9 +37,10 @@ through rounding); docs/prox.md has the proofs:
   same stationary point is reached.
 
 2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass that
-LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the s = 3 ALM in
-lock-step for the groups on its common path (``_fast24``, vectorized, bit for bit the scalar
-result), the remaining candidate solves on local scalars, and a vectorized store pass
+LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the ALM of each
+candidate (s = 3, 4) in lock-step for the groups on its common path (``_fast24``, vectorized,
+bit for bit the scalar result), the remaining candidate solves on local scalars, and a
+vectorized store pass
 (``_store24``). Every other N:M uses the
 generic array kernel (``_solve_chunk``). The footnote-3 shortcut of prox24-kubler (stop when
 the dense candidate is a local minimum) is not used: Corollary 6 states the converse (if the
