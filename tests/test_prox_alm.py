@@ -426,3 +426,35 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
             assert tuple(row(w + i)[j] for i in range(s)) == tuple(ws[:s])
             assert its[j] == it
     assert need.sum() > 20 and finished >= share * need.sum(), (finished, need.sum())
+
+
+@pytest.mark.parametrize("lam", [0.1, 0.3, 1.0])
+def test_2_4_lower_bound_holds_at_interior_minima(lam):
+    """The lower bound 0.5||z - up||^2 + up.(z - up)/3 of ``_bound24`` (Euler's identity with
+    terms decreasing on [0, z_i], docs/prox.md shortcut 3) must not exceed f at any interior
+    local minimum of the dense candidate: here the end points of ``_alm24`` (s = 4) that are
+    strictly positive. Fails if the bound uses a point above the bracket (e.g. z in place of
+    up) or drops the sign of a term."""
+    from sparseopt.prox import alm
+
+    rng = np.random.default_rng(7)
+    C = alm._CHUNK
+    checked = 0
+    for rep in range(24):
+        S = np.zeros(alm._ROWS * C)
+        Y = rng.standard_normal((C, 4))
+        Y[:16] = np.round(Y[:16], 1)  # ties
+        for k in range(4):
+            S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
+        alm._bound24(S, lam, True)
+        row = lambda r: S[r * C:(r + 1) * C]  # noqa: E731
+        for j in range(C):
+            z = (1.0, row(alm._Z2)[j], row(alm._Z3)[j], row(alm._Z4)[j])
+            lg = lam * row(alm._SCALE)[j]
+            start = [row(alm._X4 + i)[j] for i in range(4)]
+            *w, it = alm._alm24(*z, 4, lg, 1e-13, alm._NEWTON_START24, 10000, *start)
+            if it <= 10000 and min(w) > 0:
+                f = alm._f24(*w, *z, lg)
+                assert row(alm._LB4)[j] <= f * (1 + 1e-12) + 1e-15, (j, z, lg)
+                checked += 1
+    assert checked > 20

@@ -698,9 +698,6 @@ _ROWS = 40
 _FAST_SHARE = 0.4
 
 
-
-
-
 @njit(cache=True, error_model="numpy")
 def _bound24(S, lam, ub_cut):
     """Per group of a chunk, without branches: abs, sorting network, scaling, the brackets
