@@ -333,10 +333,12 @@ def test_max_iter_warning():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_2_4_upper_bound_cut_changes_nothing(dtype):
+def test_2_4_exact_cuts_change_nothing(dtype):
     """The 2:4 kernel skips a candidate whose lower bound exceeds f at a feasible point (the
-    clipped starts). The cut must return bit for bit what the kernel returns without it, on
-    every regime of lam and on ties, zeros and signs, and it must actually skip solves."""
+    clipped starts), and the dense candidate when the best point so far is a KKT point with a
+    positive definite Hessian (``_dense_cannot_win``). The cuts must return bit for bit what
+    the kernel returns without them, on every regime of lam and on ties, zeros and signs,
+    and they must actually skip solves."""
     from sparseopt.prox.alm import _run_groups
 
     rng = np.random.default_rng(31)
@@ -345,7 +347,7 @@ def test_2_4_upper_bound_cut_changes_nothing(dtype):
     skipped = 0
     for lam in [0.02, 0.1, 0.3, 1.0, 3.0]:
         w_cut, it_cut, _ = _run_groups(Y, lam, 2, 1e-12, 10000)
-        w_all, it_all, _ = _run_groups(Y, lam, 2, 1e-12, 10000, ub_cut=False)
+        w_all, it_all, _ = _run_groups(Y, lam, 2, 1e-12, 10000, cuts=False)
         np.testing.assert_array_equal(w_cut, w_all)
         np.testing.assert_array_equal(np.signbit(w_cut), np.signbit(w_all))
         assert np.all(it_cut <= it_all)
@@ -458,3 +460,40 @@ def test_2_4_lower_bound_holds_at_interior_minima(lam):
                 assert row(alm._LB4)[j] <= f * (1 + 1e-12) + 1e-15, (j, z, lg)
                 checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("lam", [0.05, 0.3, 1.0])
+def test_dense_cannot_win_is_sound(lam):
+    """``_dense_cannot_win(p)`` claims that no interior local minimum of eq. 10 is below f(p)
+    when p (the 2-sparse point, or a converged 3-sparse ALM point) is a KKT point with a
+    positive definite Hessian (Lemma 5's convex PSD region). Checked against the dense ALM
+    from many starts: wherever the claim is made, no interior end point is lower than f(p)
+    by more than the ALM's tolerance. Fails if the KKT sign or the PSD test is dropped (the
+    dense optimum at lam = 0.05 is then wrongly excluded); it must also fire at lam = 0.3."""
+    from sparseopt.prox import alm
+
+    rng = np.random.default_rng(12)
+    fired = 0
+    for _ in range(1500):
+        z = np.sort(np.abs(rng.standard_normal(4)))[::-1]
+        z = z / z[0]
+        if rng.random() < 0.1:
+            z[2] = z[1]  # ties
+        lg = lam * float(rng.uniform(0.5, 2.0))
+        w3 = alm._alm24(1.0, z[1], z[2], 0.0, 3, lg, 1e-13, alm._NEWTON_START24, 10000,
+                        *z[:3], 0.0)
+        f2 = 0.5 * (z[2] ** 2 + z[3] ** 2)
+        f3 = alm._f24(*w3[:3], 0.0, 1.0, z[1], z[2], 0.0, lg) + 0.5 * z[3] ** 2
+        if min(w3[:3]) > 0 and w3[4] <= 10000 and f3 < f2:
+            p, fp = w3[:3], f3
+        else:
+            p, fp = (1.0, z[1], 0.0), f2
+        if not alm._dense_cannot_win(*p, z[1], z[2], z[3], lg):
+            continue
+        fired += 1
+        for start in (z, z / 2, np.full(4, 0.3), rng.uniform(0.05, 1.0, 4)):
+            *w, it = alm._alm24(1.0, z[1], z[2], z[3], 4, lg, 1e-13, alm._NEWTON_START24,
+                                10000, *start)
+            if it <= 10000 and min(w) > 0:
+                assert alm._f24(*w, *z, lg) >= fp - 1e-12, (z, lg)
+    assert fired > (100 if lam == 0.3 else 0)

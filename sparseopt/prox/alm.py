@@ -28,6 +28,10 @@ through rounding); docs/prox.md has the proofs:
   candidate so far. The 2:4 kernel also skips a candidate whose lower bound exceeds f at any
   point w >= 0 it has at hand (its starts, clipped to w >= 0): the optimum is no worse than
   such a point, so that candidate cannot win (the upper-bound cut).
+* **KKT-point shortcut (2:4).** The dense candidate is not solved when the best point so far
+  (2-sparse, or a converged 3-sparse one) is a KKT point of eq. 10 over w >= 0 with a
+  positive definite Hessian: by Lemma 5 no interior local minimum lies below it
+  (``_dense_cannot_win``).
 * **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z (0.1 in
   the 2:4 kernel), Newton steps are tried on the stationarity system of the current face
   (the positive coordinates), accepted only if the Hessian there is positive definite
@@ -517,6 +521,45 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
 
 
 @njit(cache=True, inline="always")
+def _ldl24(w1, w2, w3, w4, lam):
+    """Square-root-free LDL^T of the Hessian of eq. 10 at w (eq. 24: unit diagonal, entry
+    (k, l) = lam times the sum of the other two coordinates). Returns the off-diagonal
+    entries h12, h13, h14, the scaled factors m32, m42, m43 (d_k L_lk), the reciprocals
+    r2, r3 of the pivots (0 for a non-positive pivot) and the pivots d2, d3, d4 (d1 = 1):
+    the Hessian is positive definite iff d2, d3, d4 > 0."""
+    h12 = lam * (w3 + w4)
+    h13 = lam * (w2 + w4)
+    h14 = lam * (w2 + w3)
+    d2 = 1.0 - h12 * h12
+    r2 = 1.0 / d2 if d2 > 0.0 else 0.0
+    m32 = lam * (w1 + w4) - h13 * h12  # d2 * L32
+    m42 = lam * (w1 + w3) - h14 * h12  # d2 * L42
+    d3 = 1.0 - h13 * h13 - m32 * m32 * r2
+    r3 = 1.0 / d3 if d3 > 0.0 else 0.0
+    m43 = lam * (w1 + w2) - h14 * h13 - m42 * m32 * r2  # d3 * L43
+    d4 = 1.0 - h14 * h14 - m42 * m42 * r2 - m43 * m43 * r3
+    return h12, h13, h14, m32, m42, m43, r2, r3, d2, d3, d4
+
+
+@njit(cache=True, inline="always")
+def _dense_cannot_win(p1, p2, p3, z2, z3, z4, lam):
+    """True when no interior local minimum of eq. 10 has a lower value than the point
+    p = (p1, p2, p3, 0), a minimizer on its face (z1 = 1; p3 = 0: the 2-sparse candidate).
+
+    If the Hessian at p is positive definite and p is a KKT point of eq. 10 over w >= 0
+    (zero gradient on its positive coordinates, which the caller guarantees, and a
+    non-negative one on its zero coordinates), then f(w*) >= f(p) for every interior local
+    minimum w*: both lie in the set C_4 where the Hessian is PSD, which is convex (Lemma 5),
+    so f is convex on the segment between them and f(w*) >= f(p) + grad f(p).(w* - p) >= f(p).
+    """
+    nu3 = lam * p1 * p2 - z3  # d f / d w3 at p3 = 0 (not used when p3 > 0)
+    nu4 = lam * (p1 * p2 + p1 * p3 + p2 * p3) - z4
+    d2, d3, d4 = _ldl24(p1, p2, p3, 0.0, lam)[8:]
+    return ((nu4 >= 0.0) & ((p3 > 0.0) | (nu3 >= 0.0))
+            & (d2 > 0.0) & (d3 > 0.0) & (d4 > 0.0))
+
+
+@njit(cache=True, inline="always")
 def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal (b is then
     meaningless).
@@ -530,17 +573,7 @@ def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     f2 = w2 - z2 + lam * (w1 * w3 + w1 * w4 + w3 * w4)
     f3 = w3 - z3 + lam * (w1 * w2 + w1 * w4 + w2 * w4)
     f4 = w4 - z4 + lam * (w1 * w2 + w1 * w3 + w2 * w3)
-    h12 = lam * (w3 + w4)
-    h13 = lam * (w2 + w4)
-    h14 = lam * (w2 + w3)
-    d2 = 1.0 - h12 * h12
-    r2 = 1.0 / d2 if d2 > 0.0 else 0.0
-    m32 = lam * (w1 + w4) - h13 * h12  # d2 * L32
-    m42 = lam * (w1 + w3) - h14 * h12  # d2 * L42
-    d3 = 1.0 - h13 * h13 - m32 * m32 * r2
-    r3 = 1.0 / d3 if d3 > 0.0 else 0.0
-    m43 = lam * (w1 + w2) - h14 * h13 - m42 * m32 * r2  # d3 * L43
-    d4 = 1.0 - h14 * h14 - m42 * m42 * r2 - m43 * m43 * r3
+    h12, h13, h14, m32, m42, m43, r2, r3, d2, d3, d4 = _ldl24(w1, w2, w3, w4, lam)
     # forward L t = -f, then D, then backward L^T x
     t1 = -f1
     t2 = -f2 - h12 * t1
@@ -699,10 +732,10 @@ _FAST_SHARE = 0.4
 
 
 @njit(cache=True, error_model="numpy")
-def _bound24(S, lam, ub_cut):
+def _bound24(S, lam, cuts):
     """Per group of a chunk, without branches: abs, sorting network, scaling, the brackets
     and lower bounds of both candidates and their starts (``_solve_chunk24``'s first pass).
-    ``ub_cut``: also skip candidates whose lower bound exceeds f at a point w >= 0 (False
+    ``cuts``: also skip candidates whose lower bound exceeds f at a point w >= 0 (False
     only in tests, which check that the cut changes nothing)."""
     slack = 1.0 + _OBJ_SLACK
     for j in range(_CHUNK):
@@ -797,7 +830,7 @@ def _bound24(S, lam, ub_cut):
                            z1, z2, z3, z4, lg))
         # a candidate whose lower bound exceeds f at a feasible point cannot be the optimum
         # (the margin is far above the rounding of both bounds on these O(1) numbers)
-        cut = ub + _UB_MARGIN * ub + _UB_MARGIN_ABS if ub_cut else np.inf
+        cut = ub + _UB_MARGIN * ub + _UB_MARGIN_ABS if cuts else np.inf
         S[_SOLVE3 * _CHUNK + j] = 1.0 if ok3 & (lb3 <= cut) else 0.0
         S[_SOLVE4 * _CHUNK + j] = 1.0 if ok & (lb4 <= cut) else 0.0
         S[_LB4 * _CHUNK + j] = lb4
@@ -916,7 +949,7 @@ def _store24(S):
 
 
 @njit(cache=True, error_model="numpy")
-def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cut):
+def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts):
     """2:4 EnumALM on rows [start, stop) of y (G, 4); same contract as _solve_chunk (rows that
     are already sorted and non-negative need no flag: the network leaves them in place).
 
@@ -931,7 +964,7 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
         S[(_Y + 1) * _CHUNK + j] = y[g, 1]
         S[(_Y + 2) * _CHUNK + j] = y[g, 2]
         S[(_Y + 3) * _CHUNK + j] = y[g, 3]
-    _bound24(S, lam, ub_cut)
+    _bound24(S, lam, cuts)
     # the lock-step ALM pays when enough groups of the chunk may need the candidate
     need3 = 0.0
     need4 = 0.0
@@ -981,9 +1014,17 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
                     best = val
                     two_sparse = False
                     b1, b2, b3, b4 = w1, w2, w3, 0.0
-            if S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack:
-                it = int(S[_IT4 * _CHUNK + j])
-                if it > 0:  # finished by _fast24
+            dense = S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack
+            it = int(S[_IT4 * _CHUNK + j])  # > 0: finished by _fast24, at no further cost
+            if dense and it == 0 and cuts:
+                # the dense candidate cannot beat the best point so far if that point is a
+                # KKT point with a positive definite Hessian (_dense_cannot_win); the
+                # 3-sparse one qualifies only if its ALM converged with three positives
+                dense = not (_dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg) if two_sparse
+                             else ((not mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
+                                   & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg)))
+            if dense:
+                if it > 0:
                     w1, w2, w3, w4 = (S[_W4 * _CHUNK + j], S[(_W4 + 1) * _CHUNK + j],
                                       S[(_W4 + 2) * _CHUNK + j], S[(_W4 + 3) * _CHUNK + j])
                 else:
@@ -1019,13 +1060,13 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cu
 
 
 @njit(cache=True, parallel=True)
-def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, ub_cut):
+def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts):
     """Parallel driver of the 2:4 kernel (prange over chunks of groups)."""
     G = y.shape[0]
     n_chunks = (G + _CHUNK - 1) // _CHUNK
     for c in prange(n_chunks):
         stop = min(G, (c + 1) * _CHUNK)
-        _solve_chunk24(y, c * _CHUNK, stop, lam, tol, max_iter, out, sweeps, maxed, ub_cut)
+        _solve_chunk24(y, c * _CHUNK, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     return out
 
 
@@ -1034,20 +1075,21 @@ def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, ub_cut):
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, ub_cut=True):
+def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True):
     """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
 
     2:4 goes to the scalar kernel unless ``generic`` (used by tests to compare the two).
     ``presorted``: rows are already sorted descending and >= 0 (``enum_alm_sorted``; the
     2:4 kernel's sorting network leaves such rows as they are, so it needs no flag).
-    ``ub_cut=False`` switches the 2:4 kernel's upper-bound cut off (tests: it changes nothing).
+    ``cuts=False`` switches the 2:4 kernel's exact cuts off, the upper-bound cut and the
+    KKT-point shortcut of ``_dense_cannot_win`` (tests: they change nothing).
     """
     out = np.empty_like(y2d)
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
     if (n, y2d.shape[1]) == (2, 4) and not generic:
-        _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, ub_cut)
+        _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, cuts)
     elif y2d.dtype == np.float64:
         _enum_alm_groups(y2d, presorted, lam, int(n), tol, max_iter, out, sweeps, maxed)
     else:
