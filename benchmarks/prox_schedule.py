@@ -64,14 +64,19 @@ def minilm_layers(select):
             for n in names}
 
 
-def run_layer(W, H, gd):
-    """Rows of one layer: loss, iterations, seconds, products for each method."""
+def product_time(W, H):
+    """Seconds of one ``W @ H`` in W's dtype, the cost unit of the tables: the best of about
+    0.3 s of products (a 384 x 384 product takes ~0.6 ms, and the best of 5 moved the
+    products column by up to 40% between runs)."""
     Hw = H.astype(W.dtype)
     t0 = time.perf_counter()
     W @ Hw
-    # the unit of the table: the best of about 0.3 s of products (a 384 x 384 product takes
-    # ~0.6 ms, and the best of 5 moved the products column by up to 40% between runs)
-    t_prod = best_time(lambda: W @ Hw, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
+    return best_time(lambda: W @ Hw, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
+
+
+def run_layer(W, H, gd):
+    """Rows of one layer: loss, iterations, seconds, products for each method."""
+    t_prod = product_time(W, H)
     rows = {}
     for label, method, opts, steps in (("paper", "prox", {"schedule": "paper"}, gd),
                                        ("fista", "prox", {}, gd),

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
@@ -34,19 +33,11 @@ import numpy as np
 from sparseopt import prune
 from sparseopt.problems import correlated_hessian
 
-from _timing import best_time, parse_size  # noqa: E402
-from prox_schedule import minilm_layers  # noqa: E402
+from _timing import parse_size  # noqa: E402
+from prox_schedule import minilm_layers, product_time  # noqa: E402
 
 DEFAULT_LAYERS = ["layer.0.attention.self.query", "layer.0.attention.output.dense",
                   "layer.3.attention.self.key", "layer.0.intermediate.dense"]
-
-
-def product_time(W, H):
-    """Seconds of one ``W @ H`` in W's dtype: the best of about 0.3 s of products."""
-    Hw = H.astype(W.dtype)
-    t0 = time.perf_counter()
-    W @ Hw
-    return best_time(lambda: W @ Hw, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
 
 
 def main(argv=None):
