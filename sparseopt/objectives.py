@@ -32,7 +32,7 @@ from numba import njit
 
 from .backend import device, is_numpy, namespace, numpy_dtype, zero
 from .linalg import gram_lambda_max, spectral_norm
-from .validation import FLOAT_DTYPES, check_finite
+from .validation import FLOAT_DTYPES, check_finite, check_out
 from .validation import check_psd as _check_psd
 
 __all__ = ["Objective", "Quadratic", "LeastSquares", "LayerLoss", "Logistic", "Smooth"]
@@ -126,6 +126,9 @@ class Objective(ABC):
     affine_gradient : bool
         True for quadratic objectives (Quadratic, LeastSquares, LayerLoss): grad f of an affine
         combination of points is the same combination of their gradients.
+    grad_out : bool
+        True when ``value_and_grad(w, out=g)`` can write the gradient into a NumPy array
+        ``g`` (:class:`LayerLoss` on NumPy data); solver loops then reuse their arrays.
     """
 
     shape: tuple
@@ -133,6 +136,8 @@ class Objective(ABC):
     reference = None
     #: True when grad f is affine (f quadratic); solvers may then combine gradients linearly
     affine_gradient = False
+    #: True when value_and_grad takes ``out=`` (the gradient written into a NumPy array)
+    grad_out = False
 
     @abstractmethod
     def value(self, w) -> float:
@@ -380,6 +385,7 @@ class LayerLoss(Objective):
             del H64
         self._xp = xp
         self._numpy = is_numpy(xp)
+        self.grad_out = self._numpy
         self.W_star, self.H = W_star, H
         self.shape = tuple(W_star.shape)
         if self._numpy:
@@ -427,13 +433,32 @@ class LayerLoss(Objective):
         D = self._check_w(W, "W") - self.W_star
         return self._xp.astype(2 * self._times_H(D), self.dtype, copy=False)
 
-    def value_and_grad(self, W):
+    def value_and_grad(self, W, *, out=None):
         """(f(W), grad f(W)) from one product D H, D = W - W*: f = sum D H * D accumulated in
         float64, grad = 2 D H. For NumPy the value and the doubling are one fused pass over
-        D H (:func:`_loss_and_gradient`; D H is a fresh product, doubled in place)."""
-        D = self._check_w(W, "W") - self.W_star
-        DH = self._times_H(D)
+        D H (:func:`_loss_and_gradient`; D H is a fresh product, doubled in place).
+
+        ``out`` (NumPy objectives, W of the objective's dtype): a writeable C-contiguous array
+        of ``shape`` and ``dtype`` that receives the gradient and is returned; then D goes to
+        a work array the objective keeps, so a loop allocates nothing per call (every fresh
+        array above glibc's mmap threshold, 32 MiB, is page-faulted in again). Not for
+        concurrent calls on one objective from several threads.
+        """
+        W = self._check_w(W, "W")
         xp = self._xp
+        if out is not None:
+            if not self._numpy or W.dtype != self.dtype:
+                raise ValueError("out needs a NumPy objective and W of its dtype "
+                                 f"{self.dtype}, got W of dtype {W.dtype}")
+            check_out(out, W)
+            D = getattr(self, "_work", None)
+            if D is None or D.shape != W.shape:
+                D = self._work = np.empty(W.shape, dtype=self.dtype)
+            np.subtract(W, self.W_star, out=D)
+            np.matmul(D, self.H, out=out)
+            return _loss_and_gradient(out, D), out
+        D = W - self.W_star
+        DH = self._times_H(D)
         if self._numpy:
             val = _loss_and_gradient(DH, D)
             grad = DH

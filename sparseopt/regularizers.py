@@ -32,7 +32,7 @@ from numba import njit, prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM, group_rank
-from .validation import check_float_array, check_nm, check_real
+from .validation import check_float_array, check_nm, check_out, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
            "Regularizer", "RNM", "L0", "L1", "R0", "R1", "R2"]
@@ -221,14 +221,27 @@ class Regularizer:
         x = check_float_array(x, "x")
         return self.lam * self._value(x)
 
-    def prox(self, x, tau):
+    def prox(self, x, tau, *, out=None):
         """argmin_w 0.5 ||w - x||^2 + tau * lam * R(w); same shape, dtype, library and device.
 
-        ``x`` is not modified. Raises ValueError unless ``tau`` is finite and > 0.
+        ``x`` is not modified unless it is ``out``. ``out`` (NumPy ``x`` only): a writeable
+        C-contiguous array of x's shape and dtype that receives the result and is returned;
+        may be ``x`` itself. Raises ValueError unless ``tau`` is finite and > 0.
         """
         x = check_float_array(x, "x")
         tau = check_real(tau, "tau", positive=True)
-        return self._prox(x, tau * self.lam)
+        if out is None:
+            return self._prox(x, tau * self.lam)
+        if not isinstance(x, np.ndarray):
+            raise ValueError(f"out is supported for NumPy x only, got x of type "
+                             f"{type(x).__name__}")
+        return self._prox_into(x, tau * self.lam, check_out(out, x))
+
+    def _prox_into(self, x, c, out):
+        """``_prox(x, c)`` written into ``out``; subclasses whose kernel writes in place
+        override it."""
+        np.copyto(out, self._prox(x, c))
+        return out
 
     def grad(self, x):
         """Gradient of ``lam * R`` at ``x``; only where R is differentiable."""
@@ -386,6 +399,11 @@ class RNM(Regularizer):
         _check_groups(x, self.pattern)
         return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m,
                                     method=self.method, tol=self.tol)
+
+    def _prox_into(self, x, c, out):
+        _check_groups(x, self.pattern)
+        return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m, method=self.method,
+                                    tol=self.tol, out=out)
 
     def grad(self, x):
         """Gradient of ``lam * r_{N:M}`` on the active set (0 off it); dtype of x."""

@@ -95,6 +95,20 @@ def check_float_array(x, name: str, *, ndim: int | None = None):
     return x
 
 
+def check_out(out, like, name: str = "out"):
+    """``out`` for a result shaped like the NumPy array ``like``: a writeable, C-contiguous
+    NumPy array of the same shape and dtype (``out=`` of the kernels that write in place),
+    returned; ValueError naming ``name`` otherwise. ``out`` may be ``like`` itself."""
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"{name} must be a NumPy array, got {type(out).__name__}")
+    if out.shape != like.shape or out.dtype != like.dtype:
+        raise ValueError(f"{name} must have shape {like.shape} and dtype {like.dtype}, got "
+                         f"shape {out.shape} and dtype {out.dtype}")
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"{name} must be a writeable C-contiguous array")
+    return out
+
+
 def check_nm(pattern, name: str = "pattern", *, below_m: bool = False):
     """An ``NM`` pattern object (``below_m``: with n < m, as r_{N:M} needs), returned."""
     from .patterns import NM  # patterns imports this module

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..backend import register_kernel
 from ..patterns import check_finite
+from ..validation import check_out
 from .alm import DEFAULT_MAX_ITER, _run_groups, default_tol
 from .certify import Certificate, certify  # imports CVXPY only when called
 from .closed_form import prox_r0m, prox_r1m
@@ -71,7 +72,7 @@ def _validate(y, lam, n, m, method, tol, max_iter):
     return y, lam, n, m, tol, max_iter
 
 
-def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
+def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None, out=None):
     """Prox of ``lam * r_{N:M}`` on every group of ``m`` entries along the last axis.
 
     Parameters
@@ -96,18 +97,23 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
     max_iter : int, optional, keyword-only
         Sweeps per candidate for ``"alm"`` (default 10000), passed on for ``"pgd"``.
         A ``RuntimeWarning`` reports groups that reached it.
+    out : ndarray, optional, keyword-only
+        Writeable C-contiguous array of ``y``'s shape and dtype that receives the result and
+        is returned; may be ``y`` itself (the kernels read a group before they write it).
+        Loops over large arrays pass it to reuse their memory (``proximal_gradient``).
 
     Returns
     -------
     ndarray
-        Same shape and dtype as ``y``.
+        Same shape and dtype as ``y`` (``out`` when given).
 
     Raises
     ------
     ValueError
         NaN/Inf in ``y``, non-float ``y``, ``lam`` negative or not finite, last axis not
-        divisible by ``m``, ``n`` outside ``[0, m)``, ``tol <= 0``, unknown ``method`` or a
-        pattern the method does not support.
+        divisible by ``m``, ``n`` outside ``[0, m)``, ``tol <= 0``, unknown ``method``, a
+        pattern the method does not support, or an ``out`` of another shape, dtype or
+        layout.
 
     Notes
     -----
@@ -127,17 +133,21 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
     array([3., 0., 2., 0.])
     """
     y, lam, n, m, tol, max_iter = _validate(y, lam, n, m, method, tol, max_iter)
+    if out is not None:
+        out = check_out(out, y)
     if y.size == 0 or lam == 0.0:
-        return y.copy()  # lam = 0: the prox of the zero function is the identity
+        # lam = 0: the prox of the zero function is the identity
+        return y.copy() if out is None else _into(out, y)
     if n == 0:
-        return prox_r0m(y, lam)
+        return _into(out, prox_r0m(y, lam))
     if n == 1:
-        return prox_r1m(y, lam, m)
+        return _into(out, prox_r1m(y, lam, m))
     if method == "alm":
         tol = default_tol(y.dtype) if tol is None else tol
         max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
         g = np.ascontiguousarray(y.reshape(-1, m))
-        w, _, maxed = _run_groups(g, lam, n, tol, max_iter)
+        w, _, maxed = _run_groups(g, lam, n, tol, max_iter,
+                                  out=None if out is None else out.reshape(-1, m))
         if np.any(maxed):
             warnings.warn(
                 f"prox_nm: ALM reached max_iter={max_iter} in {int(maxed.sum())} of "
@@ -145,13 +155,21 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        return w.reshape(y.shape)
+        return w.reshape(y.shape) if out is None else out
     if (n, m) not in METHODS[method]:
         raise ValueError(
             f"method={method!r} supports (n, m) in {METHODS[method]} (n >= 2), got ({n}, {m}); "
             "use method='alm' for general N:M"
         )
-    return _sorted_domain(y, lam, n, m, method, tol, max_iter)
+    return _into(out, _sorted_domain(y, lam, n, m, method, tol, max_iter))
+
+
+def _into(out, result):
+    """``result``, or ``out`` holding it when an ``out`` array is given."""
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
 
 
 register_kernel("prox_nm", "numpy")(prox_nm)

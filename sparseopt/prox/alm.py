@@ -1075,16 +1075,19 @@ def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts):
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True):
+def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True,
+                out=None):
     """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
 
+    ``out``: a C-contiguous array like ``y2d`` (possibly ``y2d`` itself) that receives w;
+    the kernels load a group (the 2:4 kernel: a chunk of groups) before they store it.
     2:4 goes to the scalar kernel unless ``generic`` (used by tests to compare the two).
     ``presorted``: rows are already sorted descending and >= 0 (``enum_alm_sorted``; the
     2:4 kernel's sorting network leaves such rows as they are, so it needs no flag).
     ``cuts=False`` switches the 2:4 kernel's exact cuts off, the upper-bound cut and the
     KKT-point shortcut of ``_dense_cannot_win`` (tests: they change nothing).
     """
-    out = np.empty_like(y2d)
+    out = np.empty_like(y2d) if out is None else out
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)

@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit
 
 from ..backend import namespace
+from ..regularizers import Regularizer
 from ..validation import check_int, check_real
 from .result import SolverResult
 
@@ -68,11 +69,13 @@ def _rows(a):
     return a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
 
 
-def _gradient_step(y, g, step):
-    """y - step g (``step`` a Python float): fused for NumPy, the expression otherwise."""
+def _gradient_step(y, g, step, out=None):
+    """y - step g (``step`` a Python float): fused for NumPy (into ``out`` when given; it may
+    be ``g``), the expression otherwise."""
     if not _fused(y, g):
         return y - step * g
-    out = np.empty(y.shape, dtype=y.dtype)
+    if out is None:
+        out = np.empty(y.shape, dtype=y.dtype)
     _gradient_step_rows(_rows(y), _rows(g), y.dtype.type(step), _rows(out))
     return out
 
@@ -84,13 +87,15 @@ def _extrapolate_xp(y, x_new, x, coef, xp):
     return x_new + coef * (x_new - x), uphill
 
 
-def _extrapolate(y, x_new, x, coef, xp):
+def _extrapolate(y, x_new, x, coef, xp, out=None):
     """(x_new + coef (x_new - x), sum (y - x_new)(x_new - x) accumulated in float64), the
     FISTA point and the gradient restart test, ``coef`` a Python float; one pass for NumPy
-    arrays (:func:`_extrapolate_rows`)."""
+    arrays (:func:`_extrapolate_rows`), into ``out`` when given (an array apart from the
+    three inputs)."""
     if not _fused(y, x_new, x):
         return _extrapolate_xp(y, x_new, x, coef, xp)
-    out = np.empty(x_new.shape, dtype=x_new.dtype)
+    if out is None:
+        out = np.empty(x_new.shape, dtype=x_new.dtype)
     uphill = _extrapolate_rows(_rows(y), _rows(x_new), _rows(x), x_new.dtype.type(coef),
                                _rows(out))
     return out, float(uphill)
@@ -101,17 +106,40 @@ def _next_t(t: float) -> float:
     return (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
 
 
-def _fista_step(y, x_new, x, t, xp):
+def _fista_step(y, x_new, x, t, xp, out=None):
     """(y_k, t_k, restarted) from y_{k-1}, x_k, x_{k-1} and t_{k-1}: restart (t = 1, no
-    extrapolation) when (y_{k-1} - x_k) . (x_k - x_{k-1}) > 0."""
+    extrapolation) when (y_{k-1} - x_k) . (x_k - x_{k-1}) > 0. ``out``: see _extrapolate."""
     t_new = _next_t(t)
-    y_new, uphill = _extrapolate(y, x_new, x, (t - 1.0) / t_new, xp)
+    y_new, uphill = _extrapolate(y, x_new, x, (t - 1.0) / t_new, xp, out)
     restart = uphill > 0
     if restart:
         t_new = _next_t(1.0)
         if t != 1.0:  # the extrapolation was not 0: redo it with coefficient 0 (rare)
-            y_new, _ = _extrapolate(y, x_new, x, 0.0, xp)
+            y_new, _ = _extrapolate(y, x_new, x, 0.0, xp, out)
     return y_new, t_new, restart
+
+
+class _Buffers:
+    """Free arrays of one shape and dtype for the loop's iterates and gradients (NumPy).
+
+    A layer of 4096 x 4096 float32 weights is 64 MiB; glibc serves every allocation above
+    32 MiB by a fresh mmap whose pages the kernel zeroes and faults in again, which cost
+    about 6% of a prox-pruning run at that size (issue 12). ``take`` reuses a released
+    array or allocates one; ``release`` hands back the arrays the loop no longer holds.
+    """
+
+    def __init__(self, like):
+        self.like = like
+        self.free = []
+
+    def take(self):
+        return self.free.pop() if self.free else np.empty_like(self.like)
+
+    def release(self, arrays, keep):
+        for a in arrays:
+            if (a is not None and all(a is not k for k in keep)
+                    and all(a is not f for f in self.free)):
+                self.free.append(a)
 
 
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
@@ -251,11 +279,20 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         bar = tqdm(total=max_iter, desc=desc, unit="it")
     _, stop = in_pattern(x)
     y, t, restarts = x, 1.0, 0
+    # NumPy: the gradient, the step and the prox write into one work array, the iterates
+    # rotate through a few more (x is the loop's own copy, so it may be reused too)
+    buffers = (_Buffers(x) if _fused(x) and getattr(objective, "grad_out", False)
+               and x.dtype == objective.dtype and isinstance(regularizer, Regularizer)
+               else None)
     while not stop and k < max_iter:
-        f_y, g = objective.value_and_grad(y)
+        if buffers is None:
+            f_y, g = objective.value_and_grad(y)
+            x_new = regularizer.prox(_gradient_step(y, g, step), lam)
+        else:
+            f_y, g = objective.value_and_grad(y, out=buffers.take())
+            x_new = regularizer.prox(_gradient_step(y, g, step, out=g), lam, out=g)
         if k > 0:  # f of the previous iterate (or its extrapolation), free with the gradient
             hist["objective"].append(f_y)
-        x_new = regularizer.prox(_gradient_step(y, g, step), lam)
         hist["lam"].append(lam)
         frac, stop = in_pattern(x_new)
         hist["nm_fraction"].append(frac)
@@ -263,12 +300,16 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         k += 1
         lam *= (beta_start if frac < START_FRACTION else
                 beta_tail if frac >= TAIL_FRACTION else beta)
+        x_old, y_old = x, y
         if momentum == "fista":
-            y, t, restarted = _fista_step(y, x_new, x, t, xp)
+            y, t, restarted = _fista_step(y, x_new, x, t, xp,
+                                          None if buffers is None else buffers.take())
             restarts += restarted
         else:
             y = x_new
         x = x_new
+        if buffers is not None:
+            buffers.release((x_old, y_old), keep=(x, y))
         if bar is not None:
             bar.update(1)
             if hist["objective"]:
