@@ -304,3 +304,31 @@ def test_layer_loss_fused_value_and_gradient_agree_with_the_twin(dtypes):
     assert g.dtype == f.dtype and g.tobytes() == (2 * DH2).astype(f.dtype).tobytes()
     assert val == pytest.approx(float(np.sum(DH2.astype(np.float64) * (W - W_star))),
                                 rel=1e-12)
+
+
+@pytest.mark.parametrize("w_dtype, h_dtype", [(np.float32, np.float32), (np.float64, np.float64),
+                                              (np.float32, np.float64)])
+def test_layer_loss_value_and_grad_into_out_is_the_same_bit_for_bit(w_dtype, h_dtype):
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((48, 200))
+    f = LayerLoss(rng.standard_normal((12, 48)).astype(w_dtype), (X @ X.T / 200).astype(h_dtype))
+    assert f.grad_out
+    W = rng.standard_normal((12, 48)).astype(f.dtype)
+    val, g = f.value_and_grad(W)
+    out = np.full_like(g, np.nan)
+    for _ in range(2):  # the second call reuses the objective's work array for W - W*
+        val_out, g_out = f.value_and_grad(W, out=out)
+        assert g_out is out and val_out == val and g_out.tobytes() == g.tobytes()
+    with pytest.raises(ValueError, match="out must have shape"):
+        f.value_and_grad(W, out=np.empty((12, 47), dtype=f.dtype))
+    other = np.float64 if f.dtype == np.float32 else np.float32
+    with pytest.raises(ValueError, match="out needs a NumPy objective and W of its dtype"):
+        f.value_and_grad(W.astype(other), out=out)
+
+
+def test_layer_loss_out_needs_numpy():
+    torch = pytest.importorskip("torch")
+    f = LayerLoss(torch.ones(2, 4), torch.eye(4))
+    assert not f.grad_out
+    with pytest.raises(ValueError, match="out needs a NumPy objective"):
+        f.value_and_grad(torch.zeros(2, 4), out=np.empty((2, 4), dtype=np.float32))

@@ -135,3 +135,36 @@ def test_other_methods_dispatch_through_lemma3(method):
 def test_doc_example():
     w = prox_nm(np.array([3.0, -0.1, 2.0, 0.2]), 5.0)
     np.testing.assert_array_equal(w, [3.0, 0.0, 2.0, 0.0])
+
+
+def _bits(a):
+    return a.dtype, a.shape, a.tobytes()  # bitwise, signed zeros included
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, m, method, lam", [(2, 4, "alm", 0.7), (2, 4, "alm", 0.0),
+                                               (3, 8, "alm", 0.4), (1, 4, "alm", 0.5),
+                                               (0, 4, "alm", 0.3), (2, 4, "pgd", 0.7)])
+def test_out_gives_the_fresh_result_bit_for_bit_also_in_place(dtype, n, m, method, lam):
+    rng = np.random.default_rng(11)
+    y = rng.standard_normal((33, 2 * m)).astype(dtype)
+    y[rng.random(y.shape) < 0.1] = 0.0
+    y[:, 1] = y[:, 0]  # ties
+    fresh = prox_nm(y, lam, n, m, method=method)
+    out = np.full_like(y, np.nan)
+    assert prox_nm(y, lam, n, m, method=method, out=out) is out
+    assert _bits(out) == _bits(fresh)
+    inplace = y.copy()  # out=y: the kernels read a group before they write it
+    assert prox_nm(inplace, lam, n, m, method=method, out=inplace) is inplace
+    assert _bits(inplace) == _bits(fresh)
+
+
+@pytest.mark.parametrize("out, match", [
+    (np.empty((8, 8), dtype=np.float64), "out must have shape"),
+    (np.empty((8, 12), dtype=np.float32), "out must have shape .* dtype float64"),
+    (np.empty((8, 24))[:, ::2], "out must be a writeable C-contiguous"),
+    ([[0.0] * 12] * 8, "out must be a NumPy array"),
+])
+def test_bad_out_raises_naming_it(out, match):
+    with pytest.raises(ValueError, match=match):
+        prox_nm(np.ones((8, 12)), 0.5, out=out)

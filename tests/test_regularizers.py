@@ -234,3 +234,26 @@ def test_degree_is_the_homogeneity(p):
                                                 else {"pattern": p.pattern}))
     np.testing.assert_allclose(p.prox(c * x, 0.8), c * q.prox(x, 0.8), rtol=1e-9, atol=1e-12)
     assert RNM(pattern=NM(3, 8)).degree == 4 and R2().degree == 2 and L0().degree == 0
+
+
+@pytest.mark.parametrize("reg", [RNM(0.8), RNM(0.5, pattern=NM(3, 8)), R0(0.3), R1(0.3),
+                                 R2(0.3), L0(0.2), L1(0.2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prox_out_gives_the_fresh_result_bit_for_bit(reg, dtype):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((9, 16)).astype(dtype)
+    x[rng.random(x.shape) < 0.1] = 0.0
+    fresh = reg.prox(x, 0.9)
+    out = np.full_like(x, np.nan)
+    assert reg.prox(x, 0.9, out=out) is out and out.tobytes() == fresh.tobytes()
+    inplace = x.copy()
+    assert reg.prox(inplace, 0.9, out=inplace) is inplace
+    assert inplace.tobytes() == fresh.tobytes()
+    with pytest.raises(ValueError, match="out must have shape"):
+        reg.prox(x, 0.9, out=np.empty((9, 8), dtype=dtype))
+
+
+def test_prox_out_needs_numpy_x():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="out is supported for NumPy x only"):
+        RNM(1.0).prox(torch.ones(2, 4), 1.0, out=np.empty((2, 4), dtype=np.float32))
