@@ -162,11 +162,15 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     GS = Ws @ Hd  # W* H, fixed (eq. 18)
     two_eta = 2.0 * step
     losses = np.empty(steps if record else 0)
+    # NumPy: the product and W - W* go to two arrays reused by every step (a fresh array
+    # above glibc's mmap threshold, 32 MiB, is page-faulted in again at every step)
+    reuse = isinstance(Wk, np.ndarray) and steps > 1
+    R, D = (np.empty_like(Wk), np.empty_like(Wk)) if reuse else (None, None)
     for k in range(steps):
-        R = Wk @ Hd
+        R = np.matmul(Wk, Hd, out=R) if reuse else Wk @ Hd
         R -= GS  # = (W - W*) H
         if record:  # float64 accumulation without float64 temporaries
-            losses[k] = frob_inner(R, Wk - Ws)
+            losses[k] = frob_inner(R, np.subtract(Wk, Ws, out=D) if reuse else Wk - Ws)
         R *= maskd  # in place, no temporaries: the same rounding as two_eta * (maskd * R)
         R *= two_eta
         Wk -= R
