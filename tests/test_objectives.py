@@ -332,3 +332,21 @@ def test_layer_loss_out_needs_numpy():
     assert not f.grad_out
     with pytest.raises(ValueError, match="out needs a NumPy objective"):
         f.value_and_grad(torch.zeros(2, 4), out=np.empty((2, 4), dtype=np.float32))
+
+
+def test_symmetry_check_sees_every_block_of_rows():
+    """The check runs over blocks of rows (no d x d temporaries): an asymmetric pair in the
+    last block still raises, rounding-level asymmetry anywhere does not."""
+    from sparseopt.backend import row_blocks
+    from sparseopt.objectives import _check_symmetric
+
+    d = 1100
+    assert len(row_blocks(d, d)) > 1
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((d, d))
+    H = A + A.T
+    H[3, d - 2] += 1e-13  # within 10 d eps max|H|
+    _check_symmetric(H, "H")
+    H[d - 1, 0] += 1e-3
+    with pytest.raises(ValueError, match="H must be symmetric"):
+        _check_symmetric(H, "H")
