@@ -391,6 +391,7 @@ class LayerLoss(Objective):
         self._xp = xp
         self._numpy = is_numpy(xp)
         self.grad_out = self._numpy
+        self._work = None  # W - W* of value_and_grad(out=), allocated at its first call
         self.W_star, self.H = W_star, H
         self.shape = tuple(W_star.shape)
         if self._numpy:
@@ -456,9 +457,9 @@ class LayerLoss(Objective):
                 raise ValueError("out needs a NumPy objective and W of its dtype "
                                  f"{self.dtype}, got W of dtype {W.dtype}")
             check_out(out, W)
-            D = getattr(self, "_work", None)
-            if D is None or D.shape != W.shape:
-                D = self._work = np.empty(W.shape, dtype=self.dtype)
+            if self._work is None:
+                self._work = np.empty(self.shape, dtype=self.dtype)
+            D = self._work
             np.subtract(W, self.W_star, out=D)
             np.matmul(D, self.H, out=out)
             return _loss_and_gradient(out, D), out

@@ -123,17 +123,18 @@ class _Buffers:
     """Free arrays of one shape and dtype for the loop's iterates and gradients (NumPy).
 
     A layer of 4096 x 4096 float32 weights is 64 MiB; glibc serves every allocation above
-    32 MiB by a fresh mmap whose pages the kernel zeroes and faults in again, which cost
-    about 6% of a prox-pruning run at that size (issue 12). ``take`` reuses a released
-    array or allocates one; ``release`` hands back the arrays the loop no longer holds.
+    32 MiB by a fresh mmap whose pages the kernel zeroes and faults in again (7-10 s of
+    kernel time in a ~70 s prox-pruning run at that size before, ~3 s now; issue 12).
+    ``take`` reuses a released array or allocates one; ``release`` hands back the arrays
+    the loop no longer holds.
     """
 
     def __init__(self, like):
-        self.like = like
+        self.shape, self.dtype = like.shape, like.dtype
         self.free = []
 
     def take(self):
-        return self.free.pop() if self.free else np.empty_like(self.like)
+        return self.free.pop() if self.free else np.empty(self.shape, dtype=self.dtype)
 
     def release(self, arrays, keep):
         for a in arrays:
