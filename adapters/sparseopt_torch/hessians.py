@@ -104,6 +104,12 @@ class Hessians:
 #: Smallest column block of the "blocked" product; d_in is cut into about 8 blocks.
 _MIN_BLOCK = 128
 
+#: With ``product_dtype`` narrower than ``dtype``, a layer's products are summed in
+#: ``product_dtype`` over blocks of batches of at least this many rows (tokens), and each
+#: block is then added to the sum in ``dtype``: adding a d x d matrix after every small batch
+#: cost as much as the product itself on MiniLM (about 340 tokens per batch).
+_FLUSH_ROWS = 4096
+
 
 class _Slot:
     """The running sum of X'X shared by a set of layers (a part of the sharing partition)."""
@@ -119,13 +125,15 @@ class _Slot:
         self.seen = []
         self.calls = {name: [] for name in self.names}
         self.buffer = None  # reused for the first input of a batch
+        self.pending = 0  # rows in ``buffer`` not yet added to ``total`` (own, mixed dtypes)
 
 
 class _Collector:
     """The hook state: slots, the current batch's mask, and the accumulation kernel."""
 
-    def __init__(self, layers, dtype, device):
-        self.dtype = dtype
+    def __init__(self, layers, dtype, device, product_dtype):
+        self.dtype = dtype  # of the running sums (and of H)
+        self.product_dtype = product_dtype  # of each batch's X'X
         self.device = device
         by_width = {}
         for name, module in layers.items():
@@ -160,7 +168,7 @@ class _Collector:
             keep = self._kept_rows(x.device)
             if keep is not None:
                 X = X.index_select(0, keep)
-        return X.to(device=self.device, dtype=self.dtype).contiguous()
+        return X.to(device=self.device, dtype=self.product_dtype).contiguous()
 
     def _gram(self, X, out, accumulate):
         """``out += X'X`` (accumulate) or ``out = X'X`` on the lower block triangle (the
@@ -177,8 +185,19 @@ class _Collector:
                 torch.mm(X[:, lo:hi].T, X[:, :hi], out=target)
         return out
 
-    def _zeros(self, d):
-        return torch.zeros(d, d, dtype=self.dtype, device=self.device)
+    def _zeros(self, d, dtype=None):
+        return torch.zeros(d, d, dtype=dtype or self.dtype, device=self.device)
+
+    @staticmethod
+    def _flush(slot):
+        """Add the rows pending in ``slot.buffer`` to ``slot.total``."""
+        if slot.pending:
+            slot.total += slot.buffer
+            slot.pending = 0
+
+    def _as_sum(self, G, copy):
+        """A batch's X'X as a running sum: in the sums' dtype, a copy when ``copy``."""
+        return G.to(self.dtype, copy=copy)
 
     def hook(self, name, args, kwargs):
         x = args[0] if args else next(iter(kwargs.values()))
@@ -188,7 +207,15 @@ class _Collector:
             if X.shape[0]:
                 if slot.total is None:
                     slot.total = self._zeros(slot.d)
-                self._gram(X, slot.total, accumulate=True)
+                if self.product_dtype == self.dtype:
+                    self._gram(X, slot.total, accumulate=True)
+                else:  # a block of batches summed in product_dtype, then added to total
+                    if slot.buffer is None:  # zeros: _gram never writes its upper blocks
+                        slot.buffer = self._zeros(slot.d, self.product_dtype)
+                    self._gram(X, slot.buffer, accumulate=slot.pending > 0)
+                    slot.pending += X.shape[0]
+                    if slot.pending >= _FLUSH_ROWS:
+                        self._flush(slot)
                 slot.count += X.shape[0]
             return
         for i, (ref, _, _) in enumerate(slot.seen):
@@ -199,7 +226,7 @@ class _Collector:
         G = None
         if X.shape[0]:
             if slot.seen or slot.buffer is None:
-                out = self._zeros(slot.d)
+                out = self._zeros(slot.d, self.product_dtype)
                 if slot.buffer is None:
                     slot.buffer = out
             else:
@@ -232,11 +259,11 @@ class _Collector:
                     count += n
                     if total is None and len(seq) == 1 and len(users[i]) == 1 \
                             and G is not slot.buffer:
-                        total = G  # adopt a fresh product (first batch), no copy
+                        total = self._as_sum(G, copy=False)  # adopt a fresh product
                     elif total is None:
-                        total = G.clone()
+                        total = self._as_sum(G, copy=True)
                     else:
-                        total += G
+                        total += G  # in place: promoted to the sums' dtype
                 part = slot if len(parts) == 1 else _Slot(names, slot.d, total, count)
                 part.total, part.count = total, count
                 part.seen, part.calls = [], {name: [] for name in names}
@@ -250,12 +277,14 @@ class _Collector:
         # per slot and batch names the layer and the batch.
         live = [s for s in self.slots if s.total is not None]
         if live:
-            ok = torch.stack([torch.isfinite(s.total.diagonal()).all() for s in live]).cpu()
+            ok = torch.stack([torch.isfinite(s.total.diagonal()).all()
+                              & (not s.pending or torch.isfinite(s.buffer.diagonal()).all())
+                              for s in live]).cpu()
             if not bool(ok.all()):
                 bad = [name for s, flag in zip(live, ok.tolist()) if not flag for name in s.names]
                 raise ValueError(f"non-finite activations (NaN/inf) in the input of layer(s) "
                                  f"{', '.join(bad)} in batch {index} (or X'X overflowed in "
-                                 f"{self.dtype})")
+                                 f"{self.product_dtype})")
 
     def result(self):
         empty = [name for s in self.slots if s.count == 0 for name in s.names]
@@ -264,6 +293,7 @@ class _Collector:
                              "pass never called them, or every attention_mask entry was 0")
         out = Hessians()
         for slot in self.slots:
+            self._flush(slot)
             S = slot.total  # owned by the collector: finished in place
             _fill_upper(S, max(_MIN_BLOCK, -(-slot.d // 8)))  # only the lower was computed
             S /= slot.count
@@ -298,7 +328,7 @@ def _default_forward(model, batch):
 
 
 def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.float64,
-                     device="cpu", progress=None) -> Hessians:
+                     product_dtype=None, device="cpu", progress=None) -> Hessians:
     """Accumulate the layer Hessians ``H = X X' / n`` over calibration batches.
 
     Parameters
@@ -316,8 +346,13 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
         ``model(*batch)`` for a tuple/list, else ``model(batch)``. Batches are not moved to
         the model's device.
     dtype : torch.float64 or torch.float32
-        Accumulation dtype (default float64, exact to double rounding; float32 is allowed,
-        e.g. on a GPU, see Notes).
+        Dtype of the running sums and of ``H`` (default float64; float32 is allowed, e.g. on
+        a GPU, see Notes).
+    product_dtype : torch.float32, torch.float64 or None
+        Dtype in which each batch's ``X'X`` is computed; default ``dtype``. ``torch.float32``
+        with ``dtype=torch.float64`` computes every batch's product in single precision and
+        sums the batches in double (the module's Notes, "Precision"). It may not be wider
+        than ``dtype``.
     device : str or torch.device
         Where the sums live and the products run (default ``"cpu"``).
     progress : bool or None
@@ -357,6 +392,14 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
         raise ValueError(f"forward must be callable, got {type(forward).__name__}")
     if dtype not in _ACCUMULATION_DTYPES:
         raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
+    if product_dtype is None:
+        product_dtype = dtype
+    elif product_dtype not in _ACCUMULATION_DTYPES:
+        raise ValueError(f"product_dtype must be torch.float32, torch.float64 or None, got "
+                         f"{product_dtype!r}")
+    elif product_dtype.itemsize > dtype.itemsize:
+        raise ValueError(f"product_dtype {product_dtype} is wider than dtype {dtype}: the "
+                         "sums would round every product away")
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as err:
@@ -376,7 +419,7 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     if progress is None:
         progress = n_batches is not None and n_batches > 20
 
-    collector = _Collector(layers, dtype, device)
+    collector = _Collector(layers, dtype, device, product_dtype)
     modes = {module: module.training for module in model.modules()}
     handles = []
     try:

@@ -291,8 +291,9 @@ def _select_layers(model, modules, pattern, on_indivisible, prefix=""):
 def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
                 sequential=False, modules=None, blocks=None, options=None, masks=None,
                 forward=None, out=None, resume=True, on_indivisible="error",
-                hessian_dtype=torch.float64, device=None, weights=None, cache_limit=2**30,
-                cache_dir=None, executor=None, progress=None) -> ModelPruneResult:
+                hessian_dtype=torch.float64, hessian_product_dtype=None, device=None,
+                weights=None, cache_limit=2**30, cache_dir=None, executor=None,
+                progress=None) -> ModelPruneResult:
     """Prune every selected linear layer of ``model``, one block at a time.
 
     The engine streams blocks (the way SparseGPT prunes 70B models on one GPU): the part of
@@ -349,6 +350,10 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
     hessian_dtype : torch.dtype, default torch.float64
         Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
+    hessian_product_dtype : torch.dtype, optional
+        Dtype of each batch's X'X (default ``hessian_dtype``); ``torch.float32`` with the
+        default float64 sums computes the products in single precision
+        (:func:`~sparseopt_torch.collect_hessians`, ``product_dtype``).
     device : str or torch.device, optional
         Where blocks run and layers are pruned (default: where the model's parameters are).
     weights : CheckpointWeights, optional
@@ -399,6 +404,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         # Conv1D (GPT-2) stores its weight as (d_in, d_out): export transposes these back.
         "conv1d_layers": [n for n, mod in layers.items() if not isinstance(mod, torch.nn.Linear)],
     }
+    if hessian_product_dtype is not None:  # recorded only when given: older runs resume
+        settings["hessian_product_dtype"] = str(hessian_product_dtype)
     if masks is not None:
         settings["masks_sha256"] = _fingerprint([{n: masks[n] for n in layers}])
     done = {}
@@ -420,7 +427,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
             # Independent: the dense block's outputs are the next inputs (one pass does both);
             # sequential: the pruned block's (a second pass after pruning).
             block = runner.enter(i)
-            hess = runner.first_pass(i, {n: layers[n] for n in todo}, hessian_dtype,
+            hess = runner.first_pass(i, {n: layers[n] for n in todo},
+                                     (hessian_dtype, hessian_product_dtype),
                                      outputs=later and not sequential)
             for name in names:
                 if name in done:
@@ -556,15 +564,17 @@ class _Stream:
             self.next.append(y)
         return y
 
-    def first_pass(self, i, todo, dtype, outputs):
-        """Hessians of the layers ``todo`` (and the next inputs when ``outputs``)."""
+    def first_pass(self, i, todo, dtypes, outputs):
+        """Hessians of the layers ``todo`` (and the next inputs when ``outputs``);
+        ``dtypes``: the sums' and the products' dtype."""
         block = self.blocks[i]
         if outputs:
             self.next = Activations(len(self.calibration), self.limit, self.cache_dir)
         if todo:
             return collect_hessians(block, self._items(), modules=todo,
                                     forward=lambda blk, item: self._run(blk, item, outputs),
-                                    dtype=dtype, device=self.compute, progress=False)
+                                    dtype=dtypes[0], product_dtype=dtypes[1],
+                                    device=self.compute, progress=False)
         if outputs:
             self.second_pass(i, fresh=False)
         return Hessians()

@@ -124,6 +124,51 @@ def test_float32_accumulation_close_to_float64(tiny_bert, tiny_batches):
     assert h32.groups == h64.groups
 
 
+@pytest.mark.parametrize("flush_rows", [1, 40, None])
+def test_float32_products_with_float64_sums(tiny_bert, tiny_batches, monkeypatch, flush_rows):
+    """product_dtype=float32, dtype=float64: float64 H close to the exact one, whether the
+    float32 block is added after every batch (1), every few batches (40) or at the end."""
+    if flush_rows is not None:
+        monkeypatch.setattr(hessians_module, "_FLUSH_ROWS", flush_rows)
+    h64 = collect_hessians(tiny_bert, tiny_batches)
+    mixed = collect_hessians(tiny_bert, tiny_batches, product_dtype=torch.float32)
+    assert mixed.groups == h64.groups and mixed.n_tokens == h64.n_tokens
+    for name, H in h64.H.items():
+        got = mixed.H[name]
+        assert got.dtype == torch.float64 and torch.equal(got, got.T), name
+        torch.testing.assert_close(got, H, rtol=1e-5, atol=1e-6 * float(H.abs().max()))
+    assert len({id(t) for t in mixed.H.values()}) == len(mixed.groups)
+
+
+def test_float64_sums_do_not_grow_the_float32_error():
+    """Many batches of data with a large mean: summing float32 products in float32 loses
+    digits as the sum grows, summing blocks of them in float64 does not (this fails if the
+    blocks are never added: the error is then the float32 sum's)."""
+    model = nn.Sequential(nn.Linear(16, 4))
+    g = torch.Generator().manual_seed(5)
+    batches = [1.0 + 1e-2 * torch.randn(64, 16, generator=g) for _ in range(400)]
+    X = torch.cat(batches).double()
+    exact = X.T @ X / X.shape[0]
+
+    def error(H):
+        return float((H.double() - exact).abs().max() / exact.abs().max())
+
+    e32 = error(collect_hessians(model, batches, dtype=torch.float32, progress=False).H["0"])
+    mixed = collect_hessians(model, batches, product_dtype=torch.float32, progress=False).H["0"]
+    assert mixed.dtype == torch.float64
+    assert error(mixed) <= e32 / 4 and error(mixed) <= 3e-7, (error(mixed), e32)
+    assert error(collect_hessians(model, batches, progress=False).H["0"]) <= 1e-15  # float64
+
+
+def test_product_dtype_is_checked(tiny_bert, tiny_batches):
+    with pytest.raises(ValueError, match="product_dtype .* wider than dtype"):
+        collect_hessians(tiny_bert, tiny_batches, dtype=torch.float32,
+                         product_dtype=torch.float64)
+    with pytest.raises(ValueError, match="product_dtype must be"):
+        collect_hessians(tiny_bert, tiny_batches, product_dtype=torch.float16)
+    assert no_hooks(tiny_bert)
+
+
 def test_blocked_kernel_with_ragged_blocks(tiny_bert, tiny_batches, monkeypatch):
     """The block-triangle X'X kernel when the blocks do not divide d_in."""
     model = tiny_bert.double()
@@ -323,6 +368,11 @@ def test_non_finite_activations_name_the_layer(bad):
     poisoned[2, 1] = bad
     with pytest.raises(ValueError, match=r"non-finite activations .* layer\(s\) 0(, 2)? in batch 1"):
         collect_hessians(model, [good, poisoned])
+    assert no_hooks(model)
+    # float32 products summed in blocks: the pending block is checked after every batch
+    with pytest.raises(ValueError, match=r"non-finite activations .* layer\(s\) 0(, 2)? in batch 1"):
+        collect_hessians(model.float(), [good.float(), poisoned.float(), good.float()],
+                         product_dtype=torch.float32)
     assert no_hooks(model)
     assert torch.isfinite(poisoned[0]).all() and not torch.isfinite(poisoned[2, 1])  # untouched
 

@@ -140,6 +140,37 @@ def test_resume_after_an_interruption_loses_nothing(tmp_path, monkeypatch):
         assert _is_24(get_weight(a))
 
 
+def test_hessian_product_dtype_reaches_the_hessians(tmp_path, monkeypatch):
+    """hessian_product_dtype=float32 is handed to collect_hessians for every block, the
+    losses are those of such Hessians (up to float32 rounding: the blocks' cached inputs are
+    multiplied in other row blocks than the whole model's), and a run made with it is not
+    resumed with the default."""
+    import sparseopt_torch.prune as prune_module
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs["dtype"], kwargs["product_dtype"]))
+        return collect_hessians(*args, **kwargs)
+
+    monkeypatch.setattr(prune_module, "collect_hessians", spy)
+    model = make_tiny_bert()
+    dense = copy.deepcopy(model)
+    batches = make_tiny_batches()
+    hess = collect_hessians(dense, batches, product_dtype=torch.float32, progress=False)
+    out = str(tmp_path / "run")
+    res = prune_model(model, batches, method="sparsegpt", out=out, progress=False,
+                      hessian_product_dtype=torch.float32)
+    assert seen and set(seen) == {(torch.float64, torch.float32)}
+    dense_layers = find_layers(dense)
+    for rec in res.records:
+        W_star = get_weight(dense_layers[rec.name]).detach().clone()
+        core = sparseopt.prune(W_star, hess.H[rec.name], method="sparsegpt")
+        assert rec.loss == pytest.approx(core.loss, rel=1e-5)
+    with pytest.raises(ValueError, match="hessian_product_dtype"):
+        prune_model(make_tiny_bert(), batches, method="sparsegpt", out=out, progress=False)
+
+
 def test_resume_with_other_settings_is_refused_and_writes_nothing(tmp_path):
     batches = make_tiny_batches()
     out = str(tmp_path / "run")
