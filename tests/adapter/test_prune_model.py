@@ -50,19 +50,20 @@ def test_independent_layers_equal_the_core_on_dense_hessians():
     res = prune_model(model, batches, method="sparsegpt", refine_steps=7, progress=False)
     layers, dense_layers = find_layers(model), find_layers(dense)
     for rec in res.records:
-        # the core on the layer's tensors (what prune_model calls): bit for bit
+        # the core on NumPy views of the layer's CPU tensors (what prune_model calls): bit
+        # for bit
         W_star = get_weight(dense_layers[rec.name]).detach().clone()
         H = hess.H[rec.name]
-        core = sparseopt.prune(W_star, H, method="sparsegpt")
-        W_gd = sparseopt.layer.masked_gd(core.W, W_star, H, core.mask, 7)
-        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), W_gd.numpy())
-        assert rec.loss == pytest.approx(core.loss, rel=1e-12)
-        assert rec.loss_gd == pytest.approx(sparseopt.layer.layer_loss(W_gd, W_star, H),
-                                            rel=1e-12)
-        # and the core on NumPy arrays: the same mask, float32 rounding apart
-        core_np = sparseopt.prune(W_star.numpy(), hess.numpy(rec.name), method="sparsegpt")
-        np.testing.assert_array_equal(core.mask.numpy(), core_np.mask)
-        assert core.loss == pytest.approx(core_np.loss, rel=1e-5)
+        core = sparseopt.prune(W_star.numpy(), H.numpy(), method="sparsegpt")
+        W_gd = sparseopt.layer.masked_gd(core.W, W_star.numpy(), H.numpy(), core.mask, 7)
+        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), W_gd)
+        assert rec.loss == core.loss
+        assert rec.loss_gd == sparseopt.layer.layer_loss(W_gd, W_star.numpy(), H.numpy())
+        # and the core on the tensors themselves (torch products): the same mask, float32
+        # rounding apart
+        core_t = sparseopt.prune(W_star, H, method="sparsegpt")
+        np.testing.assert_array_equal(core_t.mask.numpy(), core.mask)
+        assert core_t.loss == pytest.approx(core.loss, rel=1e-5)
 
 
 def test_sequential_hessians_come_from_the_pruned_earlier_blocks():
@@ -138,6 +139,41 @@ def test_resume_after_an_interruption_loses_nothing(tmp_path, monkeypatch):
     load_pruned(fresh, out, variant="nogd")
     for a in find_layers(fresh).values():
         assert _is_24(get_weight(a))
+
+
+def test_cpu_tensors_reach_the_core_as_numpy_views(monkeypatch):
+    """On CPU, prune_model hands the core NumPy views (its fused, work-array loops): the
+    prox layers equal sparseopt.prune on NumPy arrays bit for bit; inside device_kernels()
+    the core gets the tensors."""
+    import sparseopt_torch.prune as prune_module
+    from sparseopt.backend import device_kernels
+
+    kinds = []
+
+    def spy(W, H, **kwargs):
+        kinds.append((type(W).__name__, type(H).__name__))
+        return sparseopt.prune(W, H, **kwargs)
+
+    monkeypatch.setattr(prune_module, "core_prune", spy)
+    model = make_tiny_bert()
+    dense = copy.deepcopy(model)
+    batches = make_tiny_batches()
+    hess = collect_hessians(dense, batches, progress=False)
+    res = prune_model(model, batches, method="prox", refine_steps=5,
+                      options={"max_iter": 200}, progress=False)
+    assert set(kinds) == {("ndarray", "ndarray")}
+    layers, dense_layers = find_layers(model), find_layers(dense)
+    for rec in res.records:
+        W_star = get_weight(dense_layers[rec.name]).detach().numpy()
+        core = sparseopt.prune(W_star, hess.numpy(rec.name), method="prox", max_iter=200,
+                               refine_steps=5)
+        np.testing.assert_array_equal(get_weight(layers[rec.name]).numpy(), core.W)
+        assert rec.loss_gd == core.loss
+    kinds.clear()
+    with device_kernels():
+        prune_model(make_tiny_bert(), batches, method="prox", options={"max_iter": 200},
+                    progress=False)
+    assert set(kinds) == {("Tensor", "Tensor")}
 
 
 def test_hessian_product_dtype_reaches_the_hessians(tmp_path, monkeypatch):
