@@ -24,8 +24,6 @@ import numpy as np
 import torch
 
 from sparseopt import NM
-from sparseopt.backend import as_numpy, numpy_path
-from sparseopt.prox import prox_nm
 from sparseopt.result import Result
 
 from .layers import find_layers, get_weight
@@ -508,8 +506,6 @@ def _prox_function(backend):
         if backend == "numpy" and Y.device.type != "cpu":
             raise ValueError(f"backend='numpy' needs CPU weights, got a tensor on {Y.device}")
         return kernel("prox_nm", Y)(Y.detach(), float(lam), 2, 4)
-    # _prox_layers may call the core's prox_nm in place on NumPy views of CPU weights
-    core.numpy_in_place = True
     return core
 
 
@@ -518,28 +514,15 @@ def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
 
     Small layers are concatenated into calls of at least ``chunk`` groups: the batched kernel
     costs a fixed number of tensor operations per ALM sweep, whatever the number of groups.
-    bfloat16/float16 weights are proxed in float32 and rounded back to their dtype. With the
-    core's kernel (``prox24.numpy_in_place``), a contiguous float32/float64 CPU weight is
-    proxed in place on its NumPy view instead (``prox_nm(..., out=)``, the same values): its
-    fixed cost per call is small, and concatenating and copying back the 10.6 M weights of
-    MiniLM took ~40 ms of a ~0.5 s training step.
+    bfloat16/float16 weights are proxed in float32 and rounded back to their dtype.
     """
-    def in_place(W):
-        return (getattr(prox24, "numpy_in_place", False) and numpy_path(W)
-                and W.dtype in (torch.float32, torch.float64) and W.is_contiguous())
-
     pending, size = [], 0
     for i, W in enumerate(Ws):
-        if in_place(W):
-            view = as_numpy(W)
-            prox_nm(view, float(lam), 2, 4, out=view)
-            continue
         pending.append(W)
         size += W.numel() // 4
         nxt = Ws[i + 1] if i + 1 < len(Ws) else None
         # a model spread over devices (or dtypes) is proxed one device/dtype run at a time
-        if (nxt is None or size >= chunk or in_place(nxt)
-                or (nxt.device, nxt.dtype) != (W.device, W.dtype)):
+        if nxt is None or size >= chunk or (nxt.device, nxt.dtype) != (W.device, W.dtype):
             flat = torch.cat([P.reshape(-1, 4) for P in pending]) if len(pending) > 1 \
                 else pending[0].reshape(-1, 4)
             # the kernel computes in float64 and takes float32/64: half types go via float32

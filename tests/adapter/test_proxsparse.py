@@ -1,7 +1,6 @@
 """ProxSparse end-to-end mask learning (proxsparse-liu Alg. 1): sparseopt_torch.proxsparse."""
 
 import copy
-import sys
 
 import numpy as np
 import pytest
@@ -450,42 +449,6 @@ def test_prox_of_several_layers_in_chunks_equals_prox24_per_layer(chunk):
     for G, Wt, W in zip(got, want, Ws):
         assert G.dtype == W.dtype
         torch.testing.assert_close(G, Wt, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("chunk", [1, 1 << 20])
-def test_core_prox_in_place_equals_the_concatenated_prox(chunk, monkeypatch):
-    """The core's prox (backend "numpy"/"auto"): contiguous float CPU weights are proxed in
-    place on their NumPy views, the others (a transposed view, bfloat16) through the
-    concatenated call, in any order; every weight ends bit for bit as prox_nm of it."""
-    from sparseopt_torch.proxsparse import _prox_function, _prox_layers
-
-    from sparseopt.prox import prox_nm
-
-    proxsparse_module = sys.modules["sparseopt_torch.proxsparse"]  # the name is a function too
-    in_place = []
-
-    def spy(y, lam, n, m, *, out):
-        in_place.append(y.shape)
-        assert out is y
-        return prox_nm(y, lam, n, m, out=out)
-
-    monkeypatch.setattr(proxsparse_module, "prox_nm", spy)
-    core = _prox_function("auto")
-    g = torch.Generator().manual_seed(1)
-    Ws = [torch.randn(4, 8, generator=g).T.contiguous().T, torch.randn(3, 8, generator=g),
-          torch.randn(2, 12, generator=g, dtype=torch.float64),
-          torch.randn(5, 4, generator=g).to(torch.bfloat16),
-          torch.randn(6, 8, generator=g).T.contiguous().T]
-    want = [torch.from_numpy(prox_nm(W.float().contiguous().numpy() if W.dtype == torch.bfloat16
-                                     else W.contiguous().numpy(), 0.7)).to(W.dtype)
-            for W in Ws]
-    got = [W.clone() if W.is_contiguous() else W.clone().T.contiguous().T for W in Ws]
-    ptrs = [W.data_ptr() for W in got]
-    _prox_layers(got, 0.7, core, chunk=chunk)
-    for G, Wt, W, p in zip(got, want, Ws, ptrs):
-        assert G.dtype == W.dtype and G.data_ptr() == p
-        torch.testing.assert_close(G, Wt, rtol=0, atol=0)
-    assert in_place == [(3, 8), (2, 12)]  # the contiguous float32 / float64 weights
 
 
 def test_record_every_thins_the_history_but_not_the_run(tiny_bert, tiny_batches):
