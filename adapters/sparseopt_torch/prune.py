@@ -4,8 +4,9 @@ For every selected linear layer, the input Hessian H = X X' / n is collected fro
 data (:func:`~sparseopt_torch.hessians.collect_hessians`), the layer problem
 min_W Tr((W - W*) H (W - W*)') over N:M sparse W is solved by a core method
 (:func:`sparseopt.prune`, called with the layer's tensors on an accelerator, where it computes
-with torch, and with NumPy views of them on the CPU), optionally followed by masked gradient steps ("+GD", eq. 5, the core's
-:func:`sparseopt.layer.masked_gd`), and the pruned weights are written back into the model.
+with torch, and with NumPy views of them on the CPU), optionally followed by masked gradient
+steps ("+GD", eq. 5, the core's :func:`sparseopt.layer.masked_gd`), and the pruned weights are
+written back into the model.
 
 The model is streamed block by block (:mod:`~sparseopt_torch.blocks`): the inputs of the first
 block are captured once, then each block collects its layers' Hessians from its cached inputs,
