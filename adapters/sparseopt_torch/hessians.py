@@ -38,10 +38,11 @@ float32 and added to a float32 block sum, and the block is added to the float64 
 holds :data:`_FLUSH_ROWS` rows (tokens) and at the end (q/k/v-style shared inputs add every
 batch). The error is then that of a float32 sum over at most a few thousand rows, however
 many batches there are: on 25 600 rows of mean 1 the tests measure 8.3e-7 (float32) and
-1.4e-7 (this) relative to max|H|. Memory: a float32 block per input besides its float64 sum. On MiniLM (128 demo sentences) both are within 2.3e-7 of
-the float64 H; pruned on it, SparseGPT+100 GD ends within 0.01% of the float64-H loss, but
-prox+100 GD moves by -0.01% to +1.3% per layer (median 0): the prox path is that sensitive
-to a rounding-level change of H, so float64 stays the default.
+1.4e-7 (this) relative to max|H|. Memory: a float32 block per input besides its float64
+sum. On MiniLM (128 demo sentences) both are within 2.3e-7 of the float64 H. Pruned on it,
+SparseGPT+100 GD ends within 0.01% of the float64-H loss, but prox+100 GD moves by -0.01% to
++1.3% per layer (median 0): the prox path is that sensitive to a rounding-level change of H,
+so float64 stays the default.
 
 Kernel. torch has no ``syrk``, so ``X' X`` is computed on the lower block triangle: d_in is
 cut into k (about 8) column blocks and block row i gets ``X_i' X_{:, <= i}`` by one
@@ -169,7 +170,8 @@ class _Collector:
         return self.rows_of[device]
 
     def _rows(self, name, x):
-        """The layer input as rows (n_b, d_in) in the accumulation dtype/device, padding dropped."""
+        """The layer input as rows (n_b, d_in) in the product dtype and device, padding
+        dropped."""
         d = self.slot_of[name].d
         if x.shape[-1] != d:
             raise ValueError(f"layer {name!r} received an input with last dimension "

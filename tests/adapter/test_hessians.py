@@ -370,7 +370,8 @@ def test_non_finite_activations_name_the_layer(bad):
         collect_hessians(model, [good, poisoned])
     assert no_hooks(model)
     # float32 products summed in blocks: the pending block is checked after every batch
-    with pytest.raises(ValueError, match=r"non-finite activations .* layer\(s\) 0(, 2)? in batch 1"):
+    with pytest.raises(ValueError,
+                       match=r"non-finite activations .* layer\(s\) 0(, 2)? in batch 1"):
         collect_hessians(model.float(), [good.float(), poisoned.float(), good.float()],
                          product_dtype=torch.float32)
     assert no_hooks(model)
