@@ -396,14 +396,17 @@ class RNM(Regularizer):
         return r_nm(x, self.pattern)
 
     def _prox(self, x, c):
-        _check_groups(x, self.pattern)
-        return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m,
-                                    method=self.method, tol=self.tol)
+        return self._prox_nm(x, c)
 
     def _prox_into(self, x, c, out):
+        return self._prox_nm(x, c, out=out)
+
+    def _prox_nm(self, x, c, **out):
+        """The prox_nm kernel for x's array type; ``out=`` only where it is given (the
+        accelerator kernels take none)."""
         _check_groups(x, self.pattern)
         return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m, method=self.method,
-                                    tol=self.tol, out=out)
+                                    tol=self.tol, **out)
 
     def grad(self, x):
         """Gradient of ``lam * r_{N:M}`` on the active set (0 off it); dtype of x."""
