@@ -383,13 +383,18 @@ def test_2_4_kernel_passes_are_vectorized(name):
     fn = njit(error_model="numpy")(getattr(alm, name).py_func)
     S = np.random.default_rng(0).uniform(0.1, 1.0, alm._ROWS * alm._CHUNK)
     fast = (S, 0.3, 1e-12, 10000)
-    args = {"_bound24": (S, 0.3, True), "_fast24_s3": fast, "_fast24_s4": fast,
+    args = {"_bound24": (S, 0.3, True), "_fast24_s3": fast, "_fast24_s4": (*fast, alm._CHUNK),
             "_store24": (S,)}
     fn(*args[name])
     asm = "\n".join(fn.inspect_asm().values())
     packed = len(re.findall(r"\bv?mulpd\b", asm))
     scalar = len(re.findall(r"\bv?mulsd\b", asm))
-    assert packed > scalar, (packed, scalar)
+    if name == "_fast24_s4":
+        # a run-time lane count: LLVM adds a scalar remainder loop with the same body, so the
+        # two counts are about equal when the main loop is vectorized (packed ~ 0 if not)
+        assert packed >= 0.9 * scalar, (packed, scalar)
+    else:
+        assert packed > scalar, (packed, scalar)
 
 
 @pytest.mark.parametrize("lam, s, share", [(0.1, 3, 0.5), (0.3, 3, 0.5), (1.0, 3, 0.1),
@@ -412,7 +417,10 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
     for k in range(4):
         S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
     alm._bound24(S, lam, True)
-    (alm._fast24_s3 if s == 3 else alm._fast24_s4)(S, lam, 1e-12, 10000)
+    if s == 3:
+        alm._fast24_s3(S, lam, 1e-12, 10000)
+    else:
+        alm._fast24_s4(S, lam, 1e-12, 10000, C)
     row = lambda r: S[r * C:(r + 1) * C]  # noqa: E731
     solve, x, w, it_row = ((alm._SOLVE3, alm._X3, alm._W3, alm._IT3) if s == 3 else
                            (alm._SOLVE4, alm._X4, alm._W4, alm._IT4))
@@ -428,6 +436,30 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
             assert tuple(row(w + i)[j] for i in range(s)) == tuple(ws[:s])
             assert its[j] == it
     assert need.sum() > 20 and finished >= share * need.sum(), (finished, need.sum())
+
+
+def test_2_4_lockstep_dense_on_first_lanes_only():
+    """The solve pass packs the groups that need the dense candidate into the first lanes of
+    a second scratch and runs ``_fast24_s4`` on those lanes only: they must get the same
+    bits as in a run over the whole chunk, and the lanes past the count must stay as they
+    were (fails if the lane count is ignored or shifts the lanes)."""
+    from sparseopt.prox import alm
+
+    C = alm._CHUNK
+    S = np.zeros(alm._ROWS * C)
+    Y = np.random.default_rng(5).standard_normal((C, 4))
+    for k in range(4):
+        S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
+    alm._bound24(S, 0.1, True)
+    full, part = S.copy(), S.copy()
+    part[alm._IT4 * C:(alm._IT4 + 1) * C] = -7.0
+    alm._fast24_s4(full, 0.1, 1e-12, 10000, C)
+    alm._fast24_s4(part, 0.1, 1e-12, 10000, 37)
+    rows = [alm._IT4] + [alm._W4 + i for i in range(4)]
+    for r in rows:
+        np.testing.assert_array_equal(part[r * C:r * C + 37], full[r * C:r * C + 37])
+    assert np.all(part[alm._IT4 * C + 37:(alm._IT4 + 1) * C] == -7.0)
+    assert np.count_nonzero(full[alm._IT4 * C:alm._IT4 * C + 37]) > 10
 
 
 @pytest.mark.parametrize("lam", [0.1, 0.3, 1.0])

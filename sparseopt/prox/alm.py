@@ -40,16 +40,15 @@ through rounding); docs/prox.md has the proofs:
   stopping rule is always the sweep rule of Alg. 2, so Newton only changes how fast the
   same stationary point is reached.
 
-2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass that
-LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the ALM of each
-candidate (s = 3, 4) in lock-step for the groups on its common path (``_fast24``, vectorized,
-bit for bit the scalar result), the remaining candidate solves on local scalars, and a
-vectorized store pass
-(``_store24``). Every other N:M uses the
-generic array kernel (``_solve_chunk``). The footnote-3 shortcut of prox24-kubler (stop when
-the dense candidate is a local minimum) is not used: Corollary 6 states the converse (if the
-optimum is dense then every local minimum is global), and we found no proof of the
-footnote's direction.
+2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass
+that LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the ALM of each
+candidate (s = 3, 4) in lock-step for the groups on its common path (``_fast24``,
+vectorized, bit for bit the scalar result; the dense candidate on the groups packed for it),
+the remaining candidate solves on local scalars, and a vectorized store pass (``_store24``).
+Every other N:M uses the generic array kernel (``_solve_chunk``). The footnote-3 shortcut of
+prox24-kubler (stop when the dense candidate is a local minimum) is not used: Corollary 6
+states the converse (if the optimum is dense then every local minimum is global), and we
+found no proof of the footnote's direction.
 """
 
 from __future__ import annotations
@@ -726,8 +725,8 @@ _W4 = 35      # rows 35-38, 39: the same for candidate s = 4
 _IT4 = 39
 _ROWS = 40
 
-# _fast24 runs for candidate s on a chunk when at least this share of its groups may need
-# that candidate.
+# _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
+# candidate (the dense one runs in lock-step on the groups packed for it).
 _FAST_SHARE = 0.4
 
 
@@ -864,19 +863,19 @@ def _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3, z4, lg, newton_stop, s
 
 
 @njit(cache=True, inline="always")
-def _fast24(S, lam, tol, max_iter, s):
-    """``_alm24`` for candidate s (3 or 4) in lock-step over the chunk, without branches, for
-    the groups on its common path: a sweep that lands within the Newton start, at most 3
-    Newton steps on the open face (all s coordinates positive), a sweep that confirms.
-    Every operation is ``_alm24``'s, so a group that stays on that path gets its result
-    bit for bit; the others are marked unfinished (row _IT3 or _IT4 = 0) and solved by
+def _fast24(S, lam, tol, max_iter, s, count):
+    """``_alm24`` for candidate s (3 or 4) in lock-step over the first ``count`` lanes of S,
+    branch-free, for the groups on its common path: a sweep that lands within the Newton start,
+    at most 3 Newton steps on the open face (all s coordinates positive), a sweep that
+    confirms. Every operation is ``_alm24``'s, so a group that stays on that path gets its
+    result bit for bit; the others are marked unfinished (row _IT3 or _IT4 = 0) and solved by
     ``_alm24`` from the start. Compiled only inlined with a constant s (``_fast24_s3``,
     ``_fast24_s4``): a branch on a run-time s keeps LLVM from vectorizing the loop."""
     tol_abs = tol  # z1 = 1
     newton_start = _NEWTON_START24
     newton_stop = 0.01 * tol_abs
     x, w_out, it_out = (_X3, _W3, _IT3) if s == 3 else (_X4, _W4, _IT4)
-    for j in range(_CHUNK):
+    for j in range(count):
         z1 = 1.0
         z2 = S[_Z2 * _CHUNK + j]
         z3 = S[_Z3 * _CHUNK + j]
@@ -914,14 +913,15 @@ def _fast24(S, lam, tol, max_iter, s):
 
 @njit(cache=True, error_model="numpy")
 def _fast24_s3(S, lam, tol, max_iter):
-    """:func:`_fast24` for candidate 3 (vectorized)."""
-    _fast24(S, lam, tol, max_iter, 3)
+    """:func:`_fast24` for candidate 3 on the whole chunk (vectorized)."""
+    _fast24(S, lam, tol, max_iter, 3, _CHUNK)
 
 
 @njit(cache=True, error_model="numpy")
-def _fast24_s4(S, lam, tol, max_iter):
-    """:func:`_fast24` for candidate 4 (vectorized)."""
-    _fast24(S, lam, tol, max_iter, 4)
+def _fast24_s4(S, lam, tol, max_iter, count):
+    """:func:`_fast24` for candidate 4 on the first ``count`` lanes (vectorized; the solve
+    pass of ``_solve_chunk24`` packs the groups that need the dense candidate there)."""
+    _fast24(S, lam, tol, max_iter, 4, count)
 
 
 @njit(cache=True, error_model="numpy")
@@ -953,11 +953,17 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     """2:4 EnumALM on rows [start, stop) of y (G, 4); same contract as _solve_chunk (rows that
     are already sorted and non-negative need no flag: the network leaves them in place).
 
-    Three passes over the chunk: ``_bound24`` (vectorized), the candidate solves of the
-    groups it did not settle (scalar ALM), ``_store24`` (vectorized).
+    Passes over the chunk: ``_bound24`` (vectorized); the 3-sparse candidate (lock-step
+    ``_fast24_s3`` when enough groups may need it, scalar ALM for the rest) and the decision
+    whether the dense candidate must be solved; the dense solves, packed into a second
+    scratch so that the lock-step ``_fast24_s4`` runs only on groups that need it (scalar
+    ALM for those it leaves); ``_store24`` (vectorized).
     """
     n = stop - start
-    S = np.empty(_ROWS * _CHUNK)
+    # S: the chunk; D: the groups whose dense candidate is solved, packed (same rows as S;
+    # one allocation for both)
+    S = np.empty(2 * _ROWS * _CHUNK)
+    D = S[_ROWS * _CHUNK:]
     for j in range(_CHUNK):
         g = start + j if j < n else start  # a short last chunk repeats a real group
         S[_Y * _CHUNK + j] = y[g, 0]
@@ -965,83 +971,88 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
         S[(_Y + 2) * _CHUNK + j] = y[g, 2]
         S[(_Y + 3) * _CHUNK + j] = y[g, 3]
     _bound24(S, lam, cuts)
-    # the lock-step ALM pays when enough groups of the chunk may need the candidate
+    # the lock-step ALM of candidate 3 pays when enough groups of the chunk may need it
     need3 = 0.0
-    need4 = 0.0
     for j in range(_CHUNK):
         need3 += S[_SOLVE3 * _CHUNK + j]
-        need4 += S[_SOLVE4 * _CHUNK + j]
     if need3 >= _FAST_SHARE * _CHUNK:
         _fast24_s3(S, lam, tol, max_iter)
     else:
         for j in range(_CHUNK):
             S[_IT3 * _CHUNK + j] = 0.0
-    if need4 >= _FAST_SHARE * _CHUNK:
-        _fast24_s4(S, lam, tol, max_iter)
-    else:
-        for j in range(_CHUNK):
-            S[_IT4 * _CHUNK + j] = 0.0
+    # idx: where each group of D sits in the chunk
+    idx = np.empty(_CHUNK, np.int64)
+    nd = 0
     slack = 1.0 + _OBJ_SLACK
+    tol_abs = tol  # z1 = 1 after scaling
+    newton_start = _NEWTON_START24
     for j in range(n):
         it_total = 0
         mx = False
         solve3 = S[_SOLVE3 * _CHUNK + j] != 0.0
         if solve3 or S[_SOLVE4 * _CHUNK + j] != 0.0:
             scale = S[_SCALE * _CHUNK + j]
-            z1, z2, z3, z4 = 1.0, S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
+            z2, z3, z4 = S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
             lg = lam * scale
-            tol_abs = tol * z1
-            newton_start = _NEWTON_START24 * z1
             best = S[_BEST * _CHUNK + j]
             two_sparse = True
             b1 = b2 = b3 = b4 = 0.0
             if solve3:
                 it = int(S[_IT3 * _CHUNK + j])
-                if it > 0:  # finished by _fast24
+                if it > 0:  # finished by _fast24_s3
                     w1, w2, w3 = (S[_W3 * _CHUNK + j], S[(_W3 + 1) * _CHUNK + j],
                                   S[(_W3 + 2) * _CHUNK + j])
                 else:
-                    w1, w2, w3, w4, it = _alm24(z1, z2, z3, 0.0, 3, lg, tol_abs,
-                                                newton_start, max_iter, S[_X3 * _CHUNK + j],
-                                                S[(_X3 + 1) * _CHUNK + j],
-                                                S[(_X3 + 2) * _CHUNK + j], 0.0)
+                    w1, w2, w3, _, it = _alm24(1.0, z2, z3, 0.0, 3, lg, tol_abs, newton_start,
+                                               max_iter, S[_X3 * _CHUNK + j],
+                                               S[(_X3 + 1) * _CHUNK + j],
+                                               S[(_X3 + 2) * _CHUNK + j], 0.0)
                 if it > max_iter:
                     mx = True
                     it = max_iter
                 it_total += it
-                val = _f24(w1, w2, w3, 0.0, z1, z2, z3, 0.0, lg) + 0.5 * z4 * z4
+                val = _f24(w1, w2, w3, 0.0, 1.0, z2, z3, 0.0, lg) + 0.5 * z4 * z4
                 if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
                     best = val
                     two_sparse = False
-                    b1, b2, b3, b4 = w1, w2, w3, 0.0
+                    b1, b2, b3 = w1, w2, w3
             dense = S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack
-            it = int(S[_IT4 * _CHUNK + j])  # > 0: finished by _fast24, at no further cost
-            if dense and it == 0 and cuts:
+            if dense and cuts:
                 # the dense candidate cannot beat the best point so far if that point is a
                 # KKT point with a positive definite Hessian (_dense_cannot_win); the
                 # 3-sparse one qualifies only if its ALM converged with three positives
                 dense = not (_dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg) if two_sparse
                              else ((not mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
                                    & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg)))
-            if dense:
-                if it > 0:
-                    w1, w2, w3, w4 = (S[_W4 * _CHUNK + j], S[(_W4 + 1) * _CHUNK + j],
-                                      S[(_W4 + 2) * _CHUNK + j], S[(_W4 + 3) * _CHUNK + j])
-                else:
-                    w1, w2, w3, w4, it = _alm24(z1, z2, z3, z4, 4, lg, tol_abs, newton_start,
-                                                max_iter, S[_X4 * _CHUNK + j],
-                                                S[(_X4 + 1) * _CHUNK + j],
-                                                S[(_X4 + 2) * _CHUNK + j],
-                                                S[(_X4 + 3) * _CHUNK + j])
+            if dense and ((lg * (b1 * b2 + b1 * b3 + b2 * b3) < z4) if not two_sparse
+                          else (lg * z2 < z3)):  # (1, z2, 0, 0): nu3 <= nu4 as z3 >= z4
+                # the best point so far is not a KKT point (its gradient is negative on a zero
+                # coordinate): such dense solves mostly end inside the orthant, where the
+                # lock-step finishes them; pack the group for it
+                idx[nd] = j
+                D[_Z2 * _CHUNK + nd] = z2
+                D[_Z3 * _CHUNK + nd] = z3
+                D[_Z4 * _CHUNK + nd] = z4
+                D[_SCALE * _CHUNK + nd] = scale
+                for i in range(4):
+                    D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
+                nd += 1
+            elif dense:  # mostly ends on a face, off the lock-step's path: scalar ALM now
+                w1, w2, w3, w4, it = _alm24(1.0, z2, z3, z4, 4, lg, tol_abs, newton_start,
+                                            max_iter, S[_X4 * _CHUNK + j],
+                                            S[(_X4 + 1) * _CHUNK + j],
+                                            S[(_X4 + 2) * _CHUNK + j],
+                                            S[(_X4 + 3) * _CHUNK + j])
                 if it > max_iter:
                     mx = True
                     it = max_iter
                 it_total += it
-                val = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
+                val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
                 if val < best - _OBJ_SLACK * best:
                     best = val
                     two_sparse = False
                     b1, b2, b3, b4 = w1, w2, w3, w4
+            S[_BEST * _CHUNK + j] = best
             if not two_sparse:
                 S[_TWO * _CHUNK + j] = 0.0
                 S[_B * _CHUNK + j] = b1 * scale
@@ -1050,6 +1061,33 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                 S[(_B + 3) * _CHUNK + j] = b4 * scale
         sweeps[start + j] = it_total
         maxed[start + j] = mx
+    if nd > 0:
+        _fast24_s4(D, lam, tol, max_iter, nd)
+    for k in range(nd):
+        j = idx[k]
+        z2, z3, z4 = D[_Z2 * _CHUNK + k], D[_Z3 * _CHUNK + k], D[_Z4 * _CHUNK + k]
+        scale = D[_SCALE * _CHUNK + k]
+        lg = lam * scale
+        it = int(D[_IT4 * _CHUNK + k])
+        if it > 0:  # finished by _fast24_s4
+            w1, w2, w3, w4 = (D[_W4 * _CHUNK + k], D[(_W4 + 1) * _CHUNK + k],
+                              D[(_W4 + 2) * _CHUNK + k], D[(_W4 + 3) * _CHUNK + k])
+        else:
+            w1, w2, w3, w4, it = _alm24(1.0, z2, z3, z4, 4, lg, tol_abs, newton_start, max_iter,
+                                        D[_X4 * _CHUNK + k], D[(_X4 + 1) * _CHUNK + k],
+                                        D[(_X4 + 2) * _CHUNK + k], D[(_X4 + 3) * _CHUNK + k])
+        if it > max_iter:
+            maxed[start + j] = True
+            it = max_iter
+        sweeps[start + j] += it
+        val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
+        best = S[_BEST * _CHUNK + j]
+        if val < best - _OBJ_SLACK * best:
+            S[_TWO * _CHUNK + j] = 0.0
+            S[_B * _CHUNK + j] = w1 * scale
+            S[(_B + 1) * _CHUNK + j] = w2 * scale
+            S[(_B + 2) * _CHUNK + j] = w3 * scale
+            S[(_B + 3) * _CHUNK + j] = w4 * scale
     _store24(S)
     for j in range(n):
         out[start + j, 0] = S[_OUT * _CHUNK + j]
