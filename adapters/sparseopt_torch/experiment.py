@@ -128,8 +128,10 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
     ``methods`` holds method names and :data:`VARIANTS` names (default :func:`all_methods`).
     ``options`` maps a method to its options (default :data:`DEMO_OPTIONS`; a variant adds
     its own options to its method's). The model is restored to its dense weights after each
-    run. Finished runs are resumed, not redone. ``device`` and ``executor`` are those of
-    :func:`~sparseopt_torch.prune.prune_model`.
+    run. Finished runs are resumed, not redone. With independent Hessians the first run that
+    collects all of them keeps them (``keep_hessians``) and the later runs reuse them
+    (``hessians``): the model runs on the calibration data once, not once per run.
+    ``device`` and ``executor`` are those of :func:`~sparseopt_torch.prune.prune_model`.
     """
     config = ExperimentConfig.make() if config is None else config
     known = all_runs()
@@ -142,17 +144,23 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
     st, body, batches = _calibration(model, config)
     dense = copy.deepcopy(body.state_dict())
     results = {}
+    shared = None  # the dense Hessians, once a run has collected all of them
     try:
         for run in methods:
             method, extra = VARIANTS.get(run, (run, {}))
             if progress:
                 print(f"[prune] {run}", flush=True)
-            results[run] = prune_model(
+            res = prune_model(
                 body, batches, method=method, pattern=pattern,
                 refine_steps=config["refine_steps"], sequential=config["sequential"],
                 modules=config.get("modules"),
                 options={**options.get(method, {}), **extra}, out=os.path.join(out, run),
-                device=device, executor=executor, progress=progress)
+                device=device, executor=executor, progress=progress, hessians=shared,
+                keep_hessians=shared is None and not config["sequential"])
+            if res.hessians is not None and len(res.hessians.H) == len(res.records):
+                shared = res.hessians  # none was resumed from the folder: all are there
+            res.hessians = None
+            results[run] = res
             body.load_state_dict(dense)
     finally:
         body.load_state_dict(dense)

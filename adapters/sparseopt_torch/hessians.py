@@ -99,11 +99,18 @@ class Hessians:
     groups : list[tuple[str, ...]]
         A partition of the layer names: the layers of one tuple share one H (singletons for
         layers with their own), in the order the layers were registered.
+    source : dict
+        Empty from :func:`collect_hessians`. Hessians kept by
+        ``prune_model(..., keep_hessians=True)`` record here what they were collected from
+        (the fingerprints of the calibration batches and of the dense weights, and the
+        dtypes); ``prune_model(..., hessians=...)`` reuses them only if its own run has the
+        same.
     """
 
     H: dict = field(default_factory=dict)
     n_tokens: dict = field(default_factory=dict)
     groups: list = field(default_factory=list)
+    source: dict = field(default_factory=dict)
 
     def numpy(self, name: str) -> np.ndarray:
         """A float64 NumPy copy of the Hessian of layer ``name`` (for :func:`sparseopt.prune`)."""

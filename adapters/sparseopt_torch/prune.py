@@ -89,6 +89,10 @@ class ModelPruneResult(Result):
     records: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     out: str | None = None
+    #: The dense Hessians of the run's layers (on the CPU) with ``keep_hessians=True``: pass
+    #: them as ``prune_model(..., hessians=)`` to prune the same model again without
+    #: collecting them. None otherwise.
+    hessians: Hessians | None = None
 
     @classmethod
     def of(cls, records, settings, out=None):
@@ -312,7 +316,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 forward=None, out=None, resume=True, on_indivisible="error",
                 hessian_dtype=torch.float64, hessian_product_dtype=None, device=None,
                 weights=None, cache_limit=2**30, cache_dir=None, executor=None,
-                progress=None) -> ModelPruneResult:
+                hessians=None, keep_hessians=False, progress=None) -> ModelPruneResult:
     """Prune every selected linear layer of ``model``, one block at a time.
 
     The engine streams blocks (the way SparseGPT prunes 70B models on one GPU): the part of
@@ -386,6 +390,17 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     executor : LayerExecutor, optional
         Runs the layer problems of a block as tasks (e.g. on a Dask cluster,
         :mod:`~sparseopt_torch.distributed`); default in this process, in order.
+    hessians : Hessians, optional
+        Independent mode only: the dense Hessians kept by an earlier run with
+        ``keep_hessians=True`` (``result.hessians``), to prune the same dense model again
+        (another method, other options) without running it: no forward pass is made. They
+        are used only if that run selected the same layers and had the same calibration
+        batches, dense weights and Hessian dtypes (ValueError naming what differs); the
+        ``forward`` and ``blocks`` arguments must also be the same (not checked). The pruned layers are then bit for bit those of a run that collects them.
+    keep_hessians : bool, default False
+        Independent mode only: keep every collected Hessian (on the CPU) in
+        ``result.hessians``, with what they were collected from. Holds all of them at once:
+        for models whose Hessians fit in memory (a layer resumed from ``out`` has none).
     progress : bool, optional
         A progress bar over layers (default on).
 
@@ -404,6 +419,12 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     if cache_limit is not None and (isinstance(cache_limit, bool) or cache_limit < 0):
         raise ValueError(f"cache_limit must be a number of bytes >= 0 or None, "
                          f"got {cache_limit!r}")
+    if (hessians is not None or keep_hessians) and sequential:
+        raise ValueError("hessians / keep_hessians: only with sequential=False (sequential "
+                         "Hessians depend on the pruned earlier blocks)")
+    if hessians is not None and not isinstance(hessians, Hessians):
+        raise ValueError(f"hessians must be the Hessians of prune_model(..., "
+                         f"keep_hessians=True), got {type(hessians).__name__}")
     if masks is not None and modules is None:
         modules = list(masks)
     prefix, block_list = find_blocks(model, blocks)
@@ -427,6 +448,9 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         settings["hessian_product_dtype"] = str(hessian_product_dtype)
     if masks is not None:
         settings["masks_sha256"] = _fingerprint([{n: masks[n] for n in layers}])
+    source = {k: settings.get(k) for k in _HESSIAN_SOURCE}
+    if hessians is not None:
+        _check_reused(hessians, source, layers)
     done = {}
     if out is not None:
         done = _open_run(out, settings, layers, resume)
@@ -437,7 +461,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                disable=progress is False)
     records = []
     runner = _Stream(model, calibration, prefix, block_list, forward, compute, weights,
-                     cache_limit, cache_dir)
+                     cache_limit, cache_dir, capture=hessians is None)
+    kept = Hessians(source=source) if keep_hessians else None
     try:
         for i in range(len(block_list)):
             names = members[i]
@@ -446,9 +471,14 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
             # Independent: the dense block's outputs are the next inputs (one pass does both);
             # sequential: the pruned block's (a second pass after pruning).
             block = runner.enter(i)
-            hess = runner.first_pass(i, {n: layers[n] for n in todo},
-                                     (hessian_dtype, hessian_product_dtype),
-                                     outputs=later and not sequential)
+            if hessians is None:
+                hess = runner.first_pass(i, {n: layers[n] for n in todo},
+                                         (hessian_dtype, hessian_product_dtype),
+                                         outputs=later and not sequential)
+            else:
+                hess = _reused(hessians, todo, compute)
+            if kept is not None:
+                _keep(kept, hess)
             for name in names:
                 if name in done:
                     rec, tensors = done[name]
@@ -487,6 +517,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     order = {n: i for i, n in enumerate(layers)}
     records.sort(key=lambda r: order[r.name])
     result = ModelPruneResult.of(records, settings, out)
+    result.hessians = kept
     if out is not None:
         if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
             _create_run(out, settings)  # every layer was reloaded or nothing to save yet
@@ -497,6 +528,54 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 fh.write(result.to_markdown())
         _atomic_write(os.path.join(out, "report.md"), write_md)
     return result
+
+
+#: What reused Hessians must have been collected from (keys of the run's settings).
+_HESSIAN_SOURCE = ("calibration_sha256", "dense_weights_sha256", "hessian_dtype",
+                   "hessian_product_dtype")
+
+
+def _check_reused(hessians, source, layers):
+    """ValueError unless ``hessians`` were kept by a run with this ``source`` and hold every
+    layer in ``layers``."""
+    if not hessians.source:
+        raise ValueError("hessians: no record of what they were collected from; pass the "
+                         "Hessians of prune_model(..., keep_hessians=True)")
+    missing = [n for n in layers if n not in hessians.H]
+    if missing:
+        raise ValueError(f"hessians has no Hessian for layer(s) {missing}")
+    extra = [n for n in hessians.H if n not in layers]
+    if extra:  # the weights' fingerprint covers the selected layers: select the same ones
+        raise ValueError(f"hessians were kept for more layers than selected here ({extra}); "
+                         "select the same layers")
+    diff = [k for k in _HESSIAN_SOURCE if hessians.source.get(k) != source.get(k)]
+    if diff:
+        raise ValueError(f"hessians were collected with other {diff} "
+                         f"({[hessians.source.get(k) for k in diff]}, this run: "
+                         f"{[source.get(k) for k in diff]})")
+
+
+def _reused(hessians, names, device):
+    """The Hessians of ``names`` from kept ones, on ``device`` (shared tensors stay shared)."""
+    moved = {}
+    H = {}
+    for n in names:
+        t = hessians.H[n]
+        if id(t) not in moved:
+            moved[id(t)] = t.to(device)
+        H[n] = moved[id(t)]
+    return Hessians(H=H, n_tokens={n: hessians.n_tokens[n] for n in names})
+
+
+def _keep(kept, hess):
+    """Add a block's Hessians to the kept ones, on the CPU (shared tensors stay shared)."""
+    moved = {}
+    for n, t in hess.H.items():
+        if id(t) not in moved:
+            moved[id(t)] = t.to("cpu")
+        kept.H[n] = moved[id(t)]
+        kept.n_tokens[n] = hess.n_tokens[n]
+    kept.groups.extend(hess.groups)
 
 
 def _compute_device(model, device):
@@ -534,7 +613,7 @@ class _Stream:
     """The cached block inputs and the moves of one block at a time (see prune_model)."""
 
     def __init__(self, model, calibration, prefix, block_list, forward, compute, weights,
-                 cache_limit, cache_dir):
+                 cache_limit, cache_dir, capture=True):
         self.model, self.calibration, self.prefix = model, calibration, prefix
         self.blocks, self.compute, self.weights = block_list, compute, weights
         self.forward = forward or _default_forward
@@ -542,6 +621,7 @@ class _Stream:
         self.inputs = self.next = None
         self.context = None
         self.home = None
+        self.capture = capture  # False: no forward pass at all (reused Hessians)
 
     def name(self, i):
         return f"{self.prefix}.{i}" if self.prefix else ""
@@ -555,7 +635,7 @@ class _Stream:
             self.home = params[0].device if params else self.compute
             if self.home != self.compute:
                 block.to(self.compute)
-        if self.prefix and i == 0:  # the model up to the first block runs once per batch
+        if self.capture and self.prefix and i == 0:  # the model up to the first block runs once
             self.inputs = Activations(len(self.calibration), self.limit, self.cache_dir)
             self.context = capture_inputs(self.model, block, self.calibration, self.forward,
                                           self.inputs)

@@ -207,6 +207,69 @@ def test_hessian_product_dtype_reaches_the_hessians(tmp_path, monkeypatch):
         prune_model(make_tiny_bert(), batches, method="sparsegpt", out=out, progress=False)
 
 
+def test_kept_hessians_prune_again_bit_for_bit_without_a_forward_pass():
+    """keep_hessians=True keeps every dense Hessian (q/k/v still share one tensor); a second
+    run with hessians= makes no forward pass (a hook on every block counts calls) and its
+    layers and records equal those of a run that collects the Hessians itself, bit for bit
+    (fails if a reused Hessian is stale, moved to another layer, or rounded)."""
+    batches = make_tiny_batches()
+    first = prune_model(make_tiny_bert(), batches, method="wanda", keep_hessians=True,
+                        progress=False)
+    kept = first.hessians
+    assert set(kept.H) == {r.name for r in first.records}
+    q, k = "encoder.layer.0.attention.self.query", "encoder.layer.0.attention.self.key"
+    assert kept.H[q] is kept.H[k]
+    assert kept.source["calibration_sha256"] == first.settings["calibration_sha256"]
+
+    fresh_model, reuse_model = make_tiny_bert(), make_tiny_bert()
+    calls = []
+    for block in reuse_model.encoder.layer:
+        block.register_forward_hook(lambda *a: calls.append(1))
+    fresh = prune_model(fresh_model, batches, method="prox", refine_steps=5,
+                        options={"max_iter": 100}, progress=False)
+    reused = prune_model(reuse_model, batches, method="prox", refine_steps=5,
+                         options={"max_iter": 100}, hessians=kept, progress=False)
+    assert calls == []
+    assert reused.hessians is None
+    for a, b in zip(fresh.records, reused.records):
+        assert (a.name, a.loss, a.loss_gd, a.n_tokens) == (b.name, b.loss, b.loss_gd, b.n_tokens)
+    for name, mod in find_layers(fresh_model).items():
+        torch.testing.assert_close(get_weight(find_layers(reuse_model)[name]), get_weight(mod),
+                                   rtol=0, atol=0)
+
+
+def test_kept_hessians_from_another_calibration_or_model_are_refused():
+    """Reused Hessians must come from the same calibration, dense weights and dtypes, hold
+    exactly the selected layers, and be used in independent mode only: each violation is a
+    ValueError that names it, raised before any layer is pruned."""
+    batches = make_tiny_batches()
+    kept = prune_model(make_tiny_bert(), batches, method="magnitude", keep_hessians=True,
+                       modules=r"^encoder\.layer\.0\.", progress=False).hessians
+    model = make_tiny_bert()
+    W0 = {n: get_weight(m).clone() for n, m in find_layers(model).items()}
+    cases = [
+        (dict(calibration=batches[:2]), "calibration_sha256"),
+        (dict(model=make_tiny_bert(seed=1), modules=r"^encoder\.layer\.0\."),
+         "dense_weights_sha256"),
+        (dict(hessian_product_dtype=torch.float32), "hessian_product_dtype"),
+        (dict(modules=None), "no Hessian for layer"),
+        (dict(modules=r"^encoder\.layer\.0\.attention\."), "more layers than selected"),
+        (dict(sequential=True), "sequential=False"),
+        (dict(hessians=collect_hessians(model, batches, progress=False)), "keep_hessians=True"),
+        (dict(hessians={"H": 1}), "must be the Hessians"),
+    ]
+    for change, match in cases:
+        kwargs = dict(model=model, calibration=batches, method="magnitude", hessians=kept,
+                      modules=r"^encoder\.layer\.0\.", progress=False)
+        kwargs.update(change)
+        with pytest.raises(ValueError, match=match):
+            prune_model(**kwargs)
+    for n, m in find_layers(model).items():
+        torch.testing.assert_close(get_weight(m), W0[n], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="sequential=False"):
+        prune_model(model, batches, keep_hessians=True, sequential=True, progress=False)
+
+
 def test_resume_with_other_settings_is_refused_and_writes_nothing(tmp_path):
     batches = make_tiny_batches()
     out = str(tmp_path / "run")
