@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from .backend import device, is_numpy, namespace, row_blocks, zero
+from .backend import (as_numpy, device, from_numpy, is_numpy, namespace, numpy_path,
+                      row_blocks, zero)
 from .validation import check_finite
 
 __all__ = ["NM", "TopK", "check_finite"]
@@ -113,15 +114,20 @@ def _nm_count_satisfied(g, n):
 
 
 def _nm_numpy(pattern, x, values: bool):
-    """The N:M mask (``values=False``) or projection of a float NumPy array by the Numba
-    kernels above, or None for other arrays (tensors, other dtypes: the argsort path)."""
-    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
+    """The N:M mask (``values=False``) or projection of a float array by the Numba kernels
+    above, or None where the argsort path runs: other dtypes, arrays off the CPU, CPU
+    tensors inside ``device_kernels()`` or that require grad. A CPU tensor is read through a
+    NumPy view and the result comes back as a tensor (the same mask: both paths keep the n
+    largest magnitudes, ties to the lower index)."""
+    if (not numpy_path(x) or getattr(x, "requires_grad", False)
+            or str(x.dtype).removeprefix("torch.") not in ("float32", "float64")):
         return None
-    pattern._groups(x)  # the shape checks
-    g = np.ascontiguousarray(x).reshape(-1, pattern.m)
-    out = np.empty(g.shape, dtype=x.dtype if values else bool)
+    a = as_numpy(x)
+    pattern._groups(a)  # the shape checks
+    g = np.ascontiguousarray(a).reshape(-1, pattern.m)
+    out = np.empty(g.shape, dtype=a.dtype if values else bool)
     (_nm_project_groups if values else _nm_mask_groups)(g, int(pattern.n), out)
-    return out.reshape(x.shape)
+    return from_numpy(out.reshape(a.shape), x)
 
 
 @dataclass(frozen=True)

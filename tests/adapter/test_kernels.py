@@ -102,6 +102,32 @@ def test_prox24_nearly_tied_groups_match_core(dtype):
         _assert_agrees(y.astype(dtype), lam, dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n, m", [(2, 4), (1, 4), (3, 8)])
+def test_nm_mask_of_cpu_tensors_matches_the_argsort_path(dtype, n, m):
+    """NM.mask / NM.project of a CPU tensor run the Numba kernels on a NumPy view; the result
+    is a tensor of the input's dtype equal to the argsort path (the one devices take, forced
+    by device_kernels) with ties, zeros and signs. A tensor that requires grad keeps the
+    argsort path, so the projection stays differentiable."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 4 * m, generator=g, dtype=dtype)
+    x[:8] = torch.round(x[:8])  # ties
+    x[8:12, :m] = 0.0
+    x[12:14] = -x[12:14].abs()
+    p = NM(n, m)
+    mask, proj = p.mask(x), p.project(x)
+    with device_kernels():
+        mask_ref, proj_ref = p.mask(x), p.project(x)
+    assert torch.is_tensor(mask) and mask.dtype == torch.bool
+    assert proj.dtype == dtype
+    assert torch.equal(mask, mask_ref)
+    torch.testing.assert_close(proj, proj_ref, rtol=0, atol=0)
+    np.testing.assert_array_equal(mask.numpy(), p.mask(x.numpy()))
+    xg = x.clone().requires_grad_(True)
+    p.project(xg).sum().backward()
+    torch.testing.assert_close(xg.grad, mask.to(dtype), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_prox24_matches_bruteforce(dtype):
     rng = np.random.default_rng(3)
