@@ -690,6 +690,14 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, 
     return w1, w2, w3, w4, max_iter + 1
 
 
+@njit(cache=True)
+def _alm24_dense(z2, z3, z4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
+    """``_alm24`` for the dense candidate (z1 = 1), compiled once and called, not inlined:
+    ``_solve_chunk24`` runs it from two places, and inlining it twice made the kernel's
+    compilation 15 s longer. It takes and returns scalars only, so a call costs little."""
+    return _alm24(1.0, z2, z3, z4, 4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4)
+
+
 @njit(cache=True, inline="always")
 def _cswap(a, b, ia, ib):
     """Compare-exchange for a descending sort by (value desc, index asc): a total order, so
@@ -1038,11 +1046,11 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                     D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
                 nd += 1
             elif dense:  # mostly ends on a face, off the lock-step's path: scalar ALM now
-                w1, w2, w3, w4, it = _alm24(1.0, z2, z3, z4, 4, lg, tol_abs, newton_start,
-                                            max_iter, S[_X4 * _CHUNK + j],
-                                            S[(_X4 + 1) * _CHUNK + j],
-                                            S[(_X4 + 2) * _CHUNK + j],
-                                            S[(_X4 + 3) * _CHUNK + j])
+                w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start,
+                                                  max_iter, S[_X4 * _CHUNK + j],
+                                                  S[(_X4 + 1) * _CHUNK + j],
+                                                  S[(_X4 + 2) * _CHUNK + j],
+                                                  S[(_X4 + 3) * _CHUNK + j])
                 if it > max_iter:
                     mx = True
                     it = max_iter
@@ -1073,9 +1081,9 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
             w1, w2, w3, w4 = (D[_W4 * _CHUNK + k], D[(_W4 + 1) * _CHUNK + k],
                               D[(_W4 + 2) * _CHUNK + k], D[(_W4 + 3) * _CHUNK + k])
         else:
-            w1, w2, w3, w4, it = _alm24(1.0, z2, z3, z4, 4, lg, tol_abs, newton_start, max_iter,
-                                        D[_X4 * _CHUNK + k], D[(_X4 + 1) * _CHUNK + k],
-                                        D[(_X4 + 2) * _CHUNK + k], D[(_X4 + 3) * _CHUNK + k])
+            w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start, max_iter,
+                                              D[_X4 * _CHUNK + k], D[(_X4 + 1) * _CHUNK + k],
+                                              D[(_X4 + 2) * _CHUNK + k], D[(_X4 + 3) * _CHUNK + k])
         if it > max_iter:
             maxed[start + j] = True
             it = max_iter
