@@ -396,7 +396,8 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         (another method, other options) without running it: no forward pass is made. They
         are used only if that run selected the same layers and had the same calibration
         batches, dense weights and Hessian dtypes (ValueError naming what differs); the
-        ``forward`` and ``blocks`` arguments must also be the same (not checked). The pruned layers are then bit for bit those of a run that collects them.
+        ``forward`` and ``blocks`` arguments must also be the same (not checked). The pruned
+        layers are then bit for bit those of a run that collects them.
     keep_hessians : bool, default False
         Independent mode only: keep every collected Hessian (on the CPU) in
         ``result.hessians``, with what they were collected from. Holds all of them at once:
@@ -555,26 +556,28 @@ def _check_reused(hessians, source, layers):
                          f"{[source.get(k) for k in diff]})")
 
 
-def _reused(hessians, names, device):
-    """The Hessians of ``names`` from kept ones, on ``device`` (shared tensors stay shared)."""
-    moved = {}
-    H = {}
+def _moved(H, names, device):
+    """``{name: H[name] on device}`` for ``names``; layers that share one tensor (q/k/v)
+    still share one after the move."""
+    moved, out = {}, {}
     for n in names:
-        t = hessians.H[n]
+        t = H[n]
         if id(t) not in moved:
             moved[id(t)] = t.to(device)
-        H[n] = moved[id(t)]
-    return Hessians(H=H, n_tokens={n: hessians.n_tokens[n] for n in names})
+        out[n] = moved[id(t)]
+    return out
+
+
+def _reused(hessians, names, device):
+    """The Hessians of ``names`` from kept ones, on ``device``."""
+    return Hessians(H=_moved(hessians.H, names, device),
+                    n_tokens={n: hessians.n_tokens[n] for n in names})
 
 
 def _keep(kept, hess):
-    """Add a block's Hessians to the kept ones, on the CPU (shared tensors stay shared)."""
-    moved = {}
-    for n, t in hess.H.items():
-        if id(t) not in moved:
-            moved[id(t)] = t.to("cpu")
-        kept.H[n] = moved[id(t)]
-        kept.n_tokens[n] = hess.n_tokens[n]
+    """Add a block's Hessians to the kept ones, on the CPU."""
+    kept.H.update(_moved(hess.H, list(hess.H), "cpu"))
+    kept.n_tokens.update(hess.n_tokens)
     kept.groups.extend(hess.groups)
 
 
@@ -635,7 +638,7 @@ class _Stream:
             self.home = params[0].device if params else self.compute
             if self.home != self.compute:
                 block.to(self.compute)
-        if self.capture and self.prefix and i == 0:  # the model up to the first block runs once
+        if self.capture and self.prefix and i == 0:  # what precedes block 0: once a batch
             self.inputs = Activations(len(self.calibration), self.limit, self.cache_dir)
             self.context = capture_inputs(self.model, block, self.calibration, self.forward,
                                           self.inputs)
