@@ -56,6 +56,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..simd import wide_vectors
+
 __all__ = [
     "enum_alm_sorted",
     "enum_alm_numpy",
@@ -744,6 +746,7 @@ def _bound24(S, lam, cuts):
     and lower bounds of both candidates and their starts (``_solve_chunk24``'s first pass).
     ``cuts``: also skip candidates whose lower bound exceeds f at a point w >= 0 (False
     only in tests, which check that the cut changes nothing)."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     slack = 1.0 + _OBJ_SLACK
     for j in range(_CHUNK):
         a1 = abs(S[_Y * _CHUNK + j])
@@ -922,6 +925,7 @@ def _fast24(S, lam, tol, max_iter, s, count):
 @njit(cache=True, error_model="numpy")
 def _fast24_s3(S, lam, tol, max_iter):
     """:func:`_fast24` for candidate 3 on the whole chunk (vectorized)."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     _fast24(S, lam, tol, max_iter, 3, _CHUNK)
 
 
@@ -929,12 +933,14 @@ def _fast24_s3(S, lam, tol, max_iter):
 def _fast24_s4(S, lam, tol, max_iter, count):
     """:func:`_fast24` for candidate 4 on the first ``count`` lanes (vectorized; the solve
     pass of ``_solve_chunk24`` packs the groups that need the dense candidate there)."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     _fast24(S, lam, tol, max_iter, 4, count)
 
 
 @njit(cache=True, error_model="numpy")
 def _store24(S):
     """Per group of a chunk, without branches: the winner, unsorted, with the input's signs."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         two = S[_TWO * _CHUNK + j] != 0.0
         # the 2-sparse candidate returns the input entries exactly
@@ -967,6 +973,7 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     scratch so that the lock-step ``_fast24_s4`` runs only on groups that need it (scalar
     ALM for those it leaves); ``_store24`` (vectorized).
     """
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     n = stop - start
     # S: the chunk; D: the groups whose dense candidate is solved, packed (same rows as S;
     # one allocation for both)

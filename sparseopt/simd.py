@@ -1,0 +1,57 @@
+"""512-bit vectors for the branch-free passes of the Numba kernels: :func:`wide_vectors`.
+
+LLVM tunes code for Intel's AVX-512 server CPUs (Skylake-X to Emerald Rapids) to prefer
+256-bit vectors (its ``prefer-256-bit`` tuning: 512-bit instructions lower the clock, which
+does not pay in code that uses them rarely). The passes of the 2:4 prox kernel over a chunk of
+256 groups (``sparseopt.prox.alm``) are compute-bound floating-point loops, where a 512-bit
+instruction does twice the work: on an Emerald Rapids machine the kernel ran 16-21% faster
+with them, with the same bits (``docs/benchmarks.md``; each lane computes what it computed
+before, and no sum runs across lanes).
+
+``wide_vectors()``, called in a jitted function, sets that function's LLVM attribute
+``"prefer-vector-width"="512"`` (what clang's ``-mprefer-vector-width=512`` sets), so that
+LLVM's loop vectorizer may use 512-bit registers there. It changes nothing on CPUs without
+AVX-512 (their widest vectors remain the limit) and nothing in other functions, other
+packages' Numba code included: unlike ``NUMBA_CPU_FEATURES=-prefer-256-bit``, which applies
+to every function the process compiles and is part of the key of Numba's on-disk cache.
+
+llvmlite's :class:`~llvmlite.ir.FunctionAttributes` accepts enum attributes only (its ``add``
+checks the name against a list); a string attribute is put into the underlying set, which
+llvmlite writes into the function's definition as it is. ``tests/test_simd.py`` checks that
+the attribute reaches the LLVM IR, and on an AVX-512 host that the loop uses 512-bit
+registers, so a change in llvmlite shows as a failing test, not as a silently slower kernel.
+"""
+
+from __future__ import annotations
+
+from numba import types
+from numba.extending import intrinsic
+
+__all__ = ["wide_vectors", "PREFER_512", "avx512"]
+
+#: The LLVM function attribute that :func:`wide_vectors` sets.
+PREFER_512 = '"prefer-vector-width"="512"'
+
+
+@intrinsic
+def wide_vectors(typingctx):
+    """Let LLVM vectorize the calling jitted function with 512-bit vectors (module docstring).
+
+    Call it once, first in the function; it computes nothing at run time. Inlined callees
+    (``inline="always"``) are part of the caller and get the caller's setting.
+    """
+    def codegen(context, builder, signature, args):
+        set.add(builder.function.attributes, PREFER_512)  # not FunctionAttributes.add: above
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+def avx512() -> bool:
+    """Whether Numba compiles for a CPU with AVX-512F (``NUMBA_CPU_FEATURES`` if set, else the
+    host's features): where :func:`wide_vectors` can take effect."""
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    features = config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
+    return "+avx512f" in features.split(",")
