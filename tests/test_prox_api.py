@@ -168,3 +168,54 @@ def test_out_gives_the_fresh_result_bit_for_bit_also_in_place(dtype, n, m, metho
 def test_bad_out_raises_naming_it(out, match):
     with pytest.raises(ValueError, match=match):
         prox_nm(np.ones((8, 12)), 0.5, out=out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["first", "last", "all"])
+def test_nonfinite_raises_with_a_fresh_or_given_out(dtype, bad, where):
+    """The 2:4 kernel tests y in its own pass when the result is fresh (the result is then
+    dropped); with ``out`` given y is tested before anything is written, so an in-place call
+    leaves y as it was. Groups with NaN or Inf run no candidate solve: an all-NaN input
+    returns at once (a hang would time the suite out). 1037 groups: a short last chunk."""
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal((1037, 4)).astype(dtype)
+    if where == "all":
+        y[:] = bad
+    else:
+        y[0 if where == "first" else -1, 2] = bad
+    with pytest.raises(ValueError, match="y contains NaN or Inf"):
+        prox_nm(y, 0.3)
+    out = np.zeros_like(y)
+    with pytest.raises(ValueError, match="y contains NaN or Inf"):
+        prox_nm(y, 0.3, out=out)
+    assert not out.any()  # nothing written
+    before = y.copy()
+    with pytest.raises(ValueError, match="y contains NaN or Inf"):
+        prox_nm(y, 0.3, out=y)
+    np.testing.assert_array_equal(y, before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_2_4_kernel_counts_nonfinite_groups_exactly(dtype):
+    """The count of the kernel's own check: groups with any NaN or +-Inf, none of the finite
+    ones (the largest finite numbers included), none of the padding of a short last chunk."""
+    from sparseopt.prox.alm import _enum_alm_groups24
+
+    rng = np.random.default_rng(6)
+    G = 3 * 256 + 77
+    y = rng.standard_normal((G, 4)).astype(dtype)
+    y[10] = np.finfo(dtype).max  # finite
+    y[11, 0] = -np.finfo(dtype).max
+    rows = rng.choice(G, 40, replace=False)
+    for i, g in enumerate(rows):
+        y[g, i % 4] = (np.nan, np.inf, -np.inf)[i % 3]
+    # the short last chunk pads its 256 lanes with copies of its first group
+    y[3 * 256, 3] = np.nan
+    expected = len(set(rows.tolist()) | {3 * 256})
+    out = np.empty_like(y)
+    count = _enum_alm_groups24(y, 0.3, 1e-12, 10000, out, np.zeros(G, np.int64),
+                               np.zeros(G, np.bool_), True)
+    assert count == expected
+    finite = np.isfinite(y).all(axis=1)
+    np.testing.assert_array_equal(out[finite], prox_nm(y[finite], 0.3))

@@ -57,6 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..simd import wide_vectors
+from ..validation import check_finite
 
 __all__ = [
     "enum_alm_sorted",
@@ -735,6 +736,9 @@ _W4 = 35      # rows 35-38, 39: the same for candidate s = 4
 _IT4 = 39
 _ROWS = 40
 
+# |v| <= _FINITE_MAX is False exactly for NaN and +-Inf (float32 input is widened first)
+_FINITE_MAX = np.finfo(np.float64).max
+
 # _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
 # candidate (the dense one runs in lock-step on the groups packed for it).
 _FAST_SHARE = 0.4
@@ -979,12 +983,18 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     # one allocation for both)
     S = np.empty(2 * _ROWS * _CHUNK)
     D = S[_ROWS * _CHUNK:]
+    nonfinite = 0  # groups with NaN or Inf: they run no candidate solve (every test of
+    # _bound24 on NaN is False), and the caller raises on the count
     for j in range(_CHUNK):
         g = start + j if j < n else start  # a short last chunk repeats a real group
-        S[_Y * _CHUNK + j] = y[g, 0]
-        S[(_Y + 1) * _CHUNK + j] = y[g, 1]
-        S[(_Y + 2) * _CHUNK + j] = y[g, 2]
-        S[(_Y + 3) * _CHUNK + j] = y[g, 3]
+        v1, v2, v3, v4 = y[g, 0], y[g, 1], y[g, 2], y[g, 3]
+        S[_Y * _CHUNK + j] = v1
+        S[(_Y + 1) * _CHUNK + j] = v2
+        S[(_Y + 2) * _CHUNK + j] = v3
+        S[(_Y + 3) * _CHUNK + j] = v4
+        finite = ((abs(v1) <= _FINITE_MAX) & (abs(v2) <= _FINITE_MAX)
+                  & (abs(v3) <= _FINITE_MAX) & (abs(v4) <= _FINITE_MAX))
+        nonfinite += 0 if finite | (j >= n) else 1
     _bound24(S, lam, cuts)
     # the lock-step ALM of candidate 3 pays when enough groups of the chunk may need it
     need3 = 0.0
@@ -1109,18 +1119,21 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
         out[start + j, 1] = S[(_OUT + 1) * _CHUNK + j]
         out[start + j, 2] = S[(_OUT + 2) * _CHUNK + j]
         out[start + j, 3] = S[(_OUT + 3) * _CHUNK + j]
-    return 0
+    return nonfinite
 
 
 @njit(cache=True, parallel=True)
 def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts):
-    """Parallel driver of the 2:4 kernel (prange over chunks of groups)."""
+    """Parallel driver of the 2:4 kernel (prange over chunks of groups); returns the number
+    of groups with NaN or Inf (their rows of ``out`` are meaningless)."""
     G = y.shape[0]
     n_chunks = (G + _CHUNK - 1) // _CHUNK
+    nonfinite = 0
     for c in prange(n_chunks):
         stop = min(G, (c + 1) * _CHUNK)
-        _solve_chunk24(y, c * _CHUNK, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
-    return out
+        nonfinite += _solve_chunk24(y, c * _CHUNK, stop, lam, tol, max_iter, out, sweeps,
+                                    maxed, cuts)
+    return nonfinite
 
 
 # --------------------------------------------------------------------------------------
@@ -1129,8 +1142,13 @@ def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts):
 
 
 def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True,
-                out=None):
+                out=None, name=None):
     """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
+
+    ``name``: raise ValueError naming it if ``y2d`` holds NaN or Inf. Into a fresh result
+    the 2:4 kernel counts such groups in its own pass over the input (no pass of its own
+    for the check; the result is dropped when it raises); before anything is written into
+    a given ``out``, and before the generic kernel, :func:`check_finite` tests the input.
 
     ``out``: a C-contiguous array like ``y2d`` (possibly ``y2d`` itself) that receives w;
     the kernels load a group (the 2:4 kernel: a chunk of groups) before they store it.
@@ -1140,13 +1158,19 @@ def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, c
     ``cuts=False`` switches the 2:4 kernel's exact cuts off, the upper-bound cut and the
     KKT-point shortcut of ``_dense_cannot_win`` (tests: they change nothing).
     """
+    fused = (n, y2d.shape[1]) == (2, 4) and not generic
+    if name is not None and not (fused and out is None):
+        check_finite(y2d, name)
     out = np.empty_like(y2d) if out is None else out
     sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
     maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
-    if (n, y2d.shape[1]) == (2, 4) and not generic:
-        _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, cuts)
-    elif y2d.dtype == np.float64:
+    if fused:
+        if _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, cuts) \
+                and name is not None:
+            raise ValueError(f"{name} contains NaN or Inf")
+        return out, sweeps, maxed
+    if y2d.dtype == np.float64:
         _enum_alm_groups(y2d, presorted, lam, int(n), tol, max_iter, out, sweeps, maxed)
     else:
         # the generic kernel is compiled for float64 only (it computes in float64 anyway);
