@@ -25,7 +25,7 @@ registers, so a change in llvmlite shows as a failing test, not as a silently sl
 from __future__ import annotations
 
 from numba import types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 __all__ = ["wide_vectors", "PREFER_512", "avx512"]
 
@@ -33,18 +33,29 @@ __all__ = ["wide_vectors", "PREFER_512", "avx512"]
 PREFER_512 = '"prefer-vector-width"="512"'
 
 
-@intrinsic
-def wide_vectors(typingctx):
+def wide_vectors():
     """Let LLVM vectorize the calling jitted function with 512-bit vectors (module docstring).
 
     Call it once, first in the function; it computes nothing at run time. Inlined callees
-    (``inline="always"``) are part of the caller and get the caller's setting.
+    (``inline="always"``) are part of the caller and get the caller's setting. Called from
+    plain Python (``NUMBA_DISABLE_JIT=1``, a kernel's ``py_func``) it does nothing.
     """
+    return None
+
+
+@intrinsic
+def _prefer_512(typingctx):
     def codegen(context, builder, signature, args):
         set.add(builder.function.attributes, PREFER_512)  # not FunctionAttributes.add: above
         return context.get_dummy_value()
 
     return types.void(), codegen
+
+
+# inlined into the caller at Numba's IR level, so that the attribute lands on the caller
+@overload(wide_vectors, inline="always")
+def _wide_vectors_jit():
+    return lambda: _prefer_512()
 
 
 def avx512() -> bool:

@@ -62,3 +62,12 @@ def test_loop_uses_512_bit_registers():
     jitted, _, _ = _compiled(_wide_loop)
     asm = "\n".join(jitted.inspect_asm().values())
     assert re.search(r"%zmm\d", asm), "no 512-bit register in the loop"
+
+
+def test_plain_python_call_does_nothing():
+    """Kernels stay callable without the JIT (``py_func``, ``NUMBA_DISABLE_JIT=1``)."""
+    assert wide_vectors() is None
+    x = np.linspace(-2.0, 2.0, 11)
+    out = np.empty_like(x)
+    _wide_loop(x, out)  # the plain function: _body is jitted, wide_vectors() is Python
+    np.testing.assert_array_equal(out, np.abs(x) * (1.0 + np.abs(x)) - 0.5 * x)
