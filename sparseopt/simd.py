@@ -4,9 +4,9 @@ LLVM tunes code for Intel's AVX-512 server CPUs (Skylake-X to Emerald Rapids) to
 256-bit vectors (its ``prefer-256-bit`` tuning: 512-bit instructions lower the clock, which
 does not pay in code that uses them rarely). The passes of the 2:4 prox kernel over a chunk of
 256 groups (``sparseopt.prox.alm``) are compute-bound floating-point loops, where a 512-bit
-instruction does twice the work: on an Emerald Rapids machine the kernel ran 16-21% faster
+instruction does twice the work: on an Emerald Rapids machine the kernel took 13-22% less time
 with them, with the same bits (``docs/benchmarks.md``; each lane computes what it computed
-before, and no sum runs across lanes).
+before, and no floating-point sum runs across lanes).
 
 ``wide_vectors()``, called in a jitted function, sets that function's LLVM attribute
 ``"prefer-vector-width"="512"`` (what clang's ``-mprefer-vector-width=512`` sets), so that
