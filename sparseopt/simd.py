@@ -64,5 +64,7 @@ def avx512() -> bool:
     import llvmlite.binding as ll
     from numba.core import config
 
-    features = config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
+    features = config.CPU_FEATURES  # as Numba's codegen: the setting if any, else the host's
+    if features is None:
+        features = ll.get_host_cpu_features().flatten()
     return "+avx512f" in features.split(",")
