@@ -29,14 +29,36 @@ def test_check_finite_accepts_finite_and_names_the_argument_otherwise(lib):
 
 
 def test_check_finite_in_row_blocks(monkeypatch):
-    """The entry test after an overflowing sum runs block by block and finds a NaN in any."""
+    """The entry test after an overflowing sum runs block by block and finds a NaN in any
+    (on strided views: arrays in one block take the Numba pass instead)."""
     import sparseopt.backend as backend
 
     monkeypatch.setattr(backend, "ROW_BLOCK_ENTRIES", 6)
-    x = np.full((7, 3), 1e308)
+    x = np.full((7, 6), 1e308)[:, ::2]
+    assert not (x.flags.c_contiguous or x.flags.f_contiguous)
     check_finite(x, "W")
     for row in range(7):
-        y = x.copy()
-        y[row, 1] = np.inf
+        y = np.full((7, 6), 1e308)
+        y[row, 2] = np.inf
         with pytest.raises(ValueError, match="W contains NaN or Inf"):
-            check_finite(y, "W")
+            check_finite(y[:, ::2], "W")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_numba_count_agrees_with_isfinite(dtype, order):
+    """The Numba pass of NumPy float arrays against its twin, np.isfinite: the largest
+    finite values, the smallest, signed zeros; NaN, +Inf and -Inf anywhere."""
+    from sparseopt.validation import _count_nonfinite
+
+    rng = np.random.default_rng(3)
+    x = np.asarray(rng.standard_normal((37, 53)), dtype=dtype, order=order)
+    info = np.finfo(dtype)
+    x[0, 0], x[1, 1], x[2, 2], x[3, 3] = info.max, -info.max, info.smallest_subnormal, -0.0
+    assert _count_nonfinite(x.ravel(order="K")) == 0
+    check_finite(x, "x")
+    for v in [np.nan, np.inf, -np.inf] * 3:
+        x[rng.integers(37), rng.integers(53)] = v
+        assert _count_nonfinite(x.ravel(order="K")) == x.size - np.isfinite(x).sum()
+        with pytest.raises(ValueError, match="x contains NaN or Inf"):
+            check_finite(x, "x")
