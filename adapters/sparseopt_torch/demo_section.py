@@ -41,8 +41,10 @@ def section(out_dir, quick=False) -> str:
         methods = tuple(r for r in all_runs() if r != "prox-paper")
         options, e2e = DEMO_OPTIONS, DEMO_PROXSPARSE
     st = load_minilm("cpu")
-    prune_runs(run, methods, config, options=options, model=st)
-    proxsparse_run(run, config, settings=e2e, model=st)
+    # the dense Hessians are collected once, for the layer-wise runs and ProxSparse's losses
+    runs = prune_runs(run, methods, config, options=options, model=st, keep_hessians=True)
+    proxsparse_run(run, config, settings=e2e, model=st,
+                   hessians=next(iter(runs.values())).hessians)
     evaluate_runs(run, model=st)
     fig = "minilm_fig4_per_layer.png"
     shutil.copyfile(os.path.join(run, "fig4_per_layer.png"), os.path.join(out_dir, fig))

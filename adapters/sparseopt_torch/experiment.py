@@ -122,7 +122,8 @@ def _calibration(model, config):
 
 
 def prune_runs(out, methods=None, config=None, *, options=None, model=None,
-               pattern=NM(2, 4), device=None, executor=None, progress=True) -> dict:
+               pattern=NM(2, 4), device=None, executor=None, progress=True,
+               keep_hessians=False) -> dict:
     """Prune MiniLM once per run into ``out/<run>/``; return {run: ModelPruneResult}.
 
     ``methods`` holds method names and :data:`VARIANTS` names (default :func:`all_methods`).
@@ -131,7 +132,10 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
     run. Finished runs are resumed, not redone. With independent Hessians the first run that
     collects all of them keeps them (``keep_hessians``) and the later runs reuse them
     (``hessians``): the model runs on the calibration data once, not once per run.
-    ``device`` and ``executor`` are those of :func:`~sparseopt_torch.prune.prune_model`.
+    ``keep_hessians=True`` leaves those Hessians on the results (``result.hessians``, one
+    object for all runs; None where no run collected all of them), for
+    :func:`proxsparse_run`. ``device`` and ``executor`` are those of
+    :func:`~sparseopt_torch.prune.prune_model`.
     """
     config = ExperimentConfig.make() if config is None else config
     known = all_runs()
@@ -164,6 +168,9 @@ def prune_runs(out, methods=None, config=None, *, options=None, model=None,
             body.load_state_dict(dense)
     finally:
         body.load_state_dict(dense)
+    if keep_hessians:
+        for res in results.values():
+            res.hessians = shared
     return results
 
 
@@ -172,7 +179,8 @@ DEMO_PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup":
                    "record_every": 10}
 
 
-def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True):
+def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True,
+                   hessians=None):
     """ProxSparse (proxsparse-liu Alg. 1) on MiniLM: learn 2:4 masks end to end, then keep the
     dense weights on them (no weight update) and record local losses (and +GD) like the
     layer-wise methods, in ``out/proxsparse/``.
@@ -181,7 +189,9 @@ def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True
     embeddings and the dense model's on the calibration sentences
     (:func:`~sparseopt_torch.proxsparse.embedding_distance_loss`). ``settings`` are keyword
     arguments of :func:`~sparseopt_torch.proxsparse.proxsparse` (default
-    :data:`DEMO_PROXSPARSE`). Returns (ModelPruneResult, ProxSparseResult).
+    :data:`DEMO_PROXSPARSE`). ``hessians``: the dense Hessians of the same configuration
+    (``prune_runs(..., keep_hessians=True)``), so that the local losses need no second
+    forward pass (checked by ``prune_model``). Returns (ModelPruneResult, ProxSparseResult).
     """
     from .proxsparse import embedding_distance_loss, proxsparse
 
@@ -202,7 +212,7 @@ def proxsparse_run(out, config=None, *, settings=None, model=None, progress=True
                           refine_steps=config["refine_steps"], sequential=config["sequential"],
                           modules=config.get("modules"),
                           options={"proxsparse": settings}, out=os.path.join(out, "proxsparse"),
-                          progress=progress)
+                          progress=progress, hessians=hessians)
     finally:
         body.load_state_dict(dense)
     info = {k: v for k, v in learned.info.items() if isinstance(v, (int, float, str, bool))}

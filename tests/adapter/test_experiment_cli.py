@@ -87,3 +87,32 @@ def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
                 assert rec.info[key] == value, key
         assert rec.info["stop_reason"] == "W is N:M"
     assert fast.info["nit"] < paper.info["nit"]
+
+
+def test_proxsparse_run_reuses_the_hessians_of_prune_runs(tmp_path, minilm, monkeypatch):
+    """The demo's wiring: ``prune_runs(keep_hessians=True)`` leaves the dense Hessians on
+    every result, and ``proxsparse_run`` given them takes its local losses from them (no
+    second collection) and records the losses it records without them, bit for bit."""
+    from sparseopt_torch import prune as prune_module
+    from sparseopt_torch.experiment import prune_runs
+
+    config = ExperimentConfig.make(n_calib=8, n_eval=24, batch_size=8, max_length=16,
+                                   refine_steps=2, modules=r"^encoder\.layer\.5\.")
+    settings = {"steps": 2, "lam1": 2.0, "lam2": 0.0, "lr": 1e-4}
+    runs = prune_runs(str(tmp_path / "a"), ["magnitude", "wanda"], config, model=minilm,
+                      progress=False, keep_hessians=True)
+    hs = runs["magnitude"].hessians
+    assert hs is not None and runs["wanda"].hessians is hs and len(hs.H) == 6
+    assert prune_runs(str(tmp_path / "c"), ["magnitude"], config, model=minilm,
+                      progress=False)["magnitude"].hessians is None  # the default keeps none
+    plain, _ = proxsparse_run(str(tmp_path / "b"), config, model=minilm, progress=False,
+                              settings=settings)
+    reused = []
+    original = prune_module._reused
+    monkeypatch.setattr(prune_module, "_reused",
+                        lambda *args: reused.append(args[1]) or original(*args))
+    shared, _ = proxsparse_run(str(tmp_path / "a"), config, model=minilm, progress=False,
+                               settings=settings, hessians=hs)
+    assert sorted(n for names in reused for n in names) == sorted(hs.H)
+    for a, b in zip(plain.records, shared.records, strict=True):
+        assert (a.name, a.loss, a.loss_gd, a.n_tokens) == (b.name, b.loss, b.loss_gd, b.n_tokens)
