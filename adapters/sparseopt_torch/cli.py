@@ -183,11 +183,14 @@ def _prune(args, folder, runs, pattern, proxsparse, executor):
             refine_steps=refine, sequential=args.sequential)
         results = prune_runs(args.out, runs, config, pattern=pattern, device=args.device,
                              executor=executor,
-                             options={} if args.paper_settings else DEMO_OPTIONS) \
+                             options={} if args.paper_settings else DEMO_OPTIONS,
+                             keep_hessians=proxsparse) \
             if runs else {}
-        if proxsparse:
+        if proxsparse:  # its local losses from the layer-wise runs' Hessians, if there are any
             settings = {**DEMO_PROXSPARSE, "steps": args.proxsparse_steps}
-            results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings)
+            hessians = next((r.hessians for r in results.values()), None)
+            results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings,
+                                                      hessians=hessians)
     return results
 
 
