@@ -44,7 +44,7 @@ def section(out_dir, quick=False) -> str:
     # the dense Hessians are collected once, for the layer-wise runs and ProxSparse's losses
     runs = prune_runs(run, methods, config, options=options, model=st, keep_hessians=True)
     proxsparse_run(run, config, settings=e2e, model=st,
-                   hessians=next(iter(runs.values())).hessians)
+                   hessians=next((r.hessians for r in runs.values()), None))
     evaluate_runs(run, model=st)
     fig = "minilm_fig4_per_layer.png"
     shutil.copyfile(os.path.join(run, "fig4_per_layer.png"), os.path.join(out_dir, fig))

@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..simd import wide_vectors
-from ..validation import check_finite
+from ..validation import _FINITE_MAX, check_finite  # |v| <= _FINITE_MAX: v is finite
 
 __all__ = [
     "enum_alm_sorted",
@@ -735,9 +735,6 @@ _IT3 = 34     # (0: not finished, the scalar _alm24 runs it from the start)
 _W4 = 35      # rows 35-38, 39: the same for candidate s = 4
 _IT4 = 39
 _ROWS = 40
-
-# |v| <= _FINITE_MAX is False exactly for NaN and +-Inf (float32 input is widened first)
-_FINITE_MAX = np.finfo(np.float64).max
 
 # _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
 # candidate (the dense one runs in lock-step on the groups packed for it).
