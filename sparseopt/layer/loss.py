@@ -8,6 +8,7 @@ the per-row Hessian is 2H, so the gradient is Lipschitz with constant 2 gamma_ma
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..backend import namespace, row_blocks, zero
 from ..linalg import frob_inner, lambda_max
@@ -147,11 +148,49 @@ def base_loss(W_star, H) -> float:
     return _trace_quadratic(W_star, H)
 
 
+@njit(cache=True, fastmath={"reassoc"})
+def _masked_step_rows(R, GS, W, W_star, mask, c, record):
+    """One step of eq. 5 after the product R = W H, in one pass over the rows: r = R - W* H,
+    the loss sum float64(r) (W - W*) when ``record`` (else 0), then W <- W - (r m) c with
+    m = 1 on the mask, 0 off it, ``c`` = 2 eta in W's dtype. Every difference and product is
+    rounded to the dtype as the NumPy expressions of :func:`_masked_step_xp` (its twin)
+    round them, so W is the same bits; only the sum is float64, each row in an order the
+    compiler may vectorise (``reassoc``), then the rows in order. Overwrites R."""
+    zero = W.dtype.type(0)
+    one = W.dtype.type(1)
+    total = 0.0
+    for i in range(W.shape[0]):
+        row = 0.0
+        if record:
+            for j in range(W.shape[1]):
+                r = R[i, j] - GS[i, j]
+                row += np.float64(r) * np.float64(W[i, j] - W_star[i, j])
+                W[i, j] = W[i, j] - (r * (one if mask[i, j] else zero)) * c
+        else:
+            for j in range(W.shape[1]):
+                r = R[i, j] - GS[i, j]
+                W[i, j] = W[i, j] - (r * (one if mask[i, j] else zero)) * c
+        total += row
+    return total
+
+
+def _masked_step_xp(R, GS, W, W_star, maskd, two_eta, record):
+    """:func:`_masked_step_rows` as array expressions (tensors, and its twin): returns the
+    loss of W (float64 sum; 0.0 without ``record``) and updates W in place."""
+    R -= GS  # = (W - W*) H
+    loss = frob_inner(R, W - W_star) if record else 0.0
+    R *= maskd  # in place, no temporaries: the same rounding as two_eta * (maskd * R)
+    R *= two_eta
+    W -= R
+    return loss
+
+
 def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     """Kernel of :func:`masked_gd` on validated input; returns (W, losses).
 
     Works in the dtype of ``W``. ``losses[k]`` is L at the k-th iterate (k = 0..steps-1),
-    read off the gradient product for free: L(W) = sum((W H - W* H) * (W - W*)).
+    read off the gradient product for free: L(W) = sum((W H - W* H) * (W - W*)). For NumPy
+    arrays a step is the product and one fused pass (:func:`_masked_step_rows`).
     """
     xp = namespace(W, H)
     dt = W.dtype
@@ -162,18 +201,23 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     GS = Ws @ Hd  # W* H, fixed (eq. 18)
     two_eta = 2.0 * step
     losses = np.empty(steps if record else 0)
-    # NumPy: the product and W - W* go to two arrays reused by every step (a fresh array
-    # above glibc's mmap threshold, 32 MiB, is page-faulted in again at every step)
-    reuse = isinstance(Wk, np.ndarray) and steps > 1
-    R, D = (np.empty_like(Wk), np.empty_like(Wk)) if reuse else (None, None)
+    fused = (isinstance(Wk, np.ndarray) and isinstance(mask, np.ndarray) and Wk.size > 0
+             and steps > 0)
+    if fused:
+        # rows in memory order for the pass; the product goes to one array reused by every
+        # step (a fresh array above glibc's mmap threshold, 32 MiB, is page-faulted in again
+        # at every step)
+        Wk, Ws, GS, mask = (np.ascontiguousarray(a) for a in (Wk, Ws, GS, mask))
+        R = np.empty_like(Wk)
+        c = dt.type(two_eta)
     for k in range(steps):
-        R = np.matmul(Wk, Hd, out=R) if reuse else Wk @ Hd
-        R -= GS  # = (W - W*) H
-        if record:  # float64 accumulation without float64 temporaries
-            losses[k] = frob_inner(R, np.subtract(Wk, Ws, out=D) if reuse else Wk - Ws)
-        R *= maskd  # in place, no temporaries: the same rounding as two_eta * (maskd * R)
-        R *= two_eta
-        Wk -= R
+        if fused:
+            np.matmul(Wk, Hd, out=R)
+            loss = _masked_step_rows(R, GS, Wk, Ws, mask, c, record)
+        else:
+            loss = _masked_step_xp(Wk @ Hd, GS, Wk, Ws, maskd, two_eta, record)
+        if record:
+            losses[k] = loss
     return Wk, losses
 
 
