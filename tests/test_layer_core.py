@@ -185,6 +185,9 @@ def test_masked_gd_fused_pass_matches_its_twin(dtype, order):
         W_plain, none = _masked_gd(W0, W_star, H, mask, steps, step)
         np.testing.assert_array_equal(W_plain.view(np.uint8), W_new.view(np.uint8))
         assert none.size == 0
+        # a NumPy float64 step rounds like the Python float (no float64 products of R)
+        W_np, _ = _masked_gd(W0, W_star, H, mask, steps, np.float64(step))
+        np.testing.assert_array_equal(W_np.view(np.uint8), W_new.view(np.uint8))
     assert np.any(np.signbit(W_ref[~mask]))  # -0.0 off the mask (W0 * 0 of negatives)
     # the kernel alone on the first step: loss = sum((R - GS) (W - W*)), R overwritten
     Wk = np.ascontiguousarray(W0 * mask)

@@ -199,7 +199,7 @@ def _masked_gd(W, W_star, H, mask, steps, step, record=False):
     Wk = W * maskd
     Ws = xp.astype(W_star, dt, copy=False)
     GS = Ws @ Hd  # W* H, fixed (eq. 18)
-    two_eta = 2.0 * step
+    two_eta = 2.0 * float(step)  # a Python float: W's dtype rounds R * two_eta (NEP 50)
     losses = np.empty(steps if record else 0)
     fused = (isinstance(Wk, np.ndarray) and isinstance(mask, np.ndarray) and Wk.size > 0
              and steps > 0)
