@@ -291,3 +291,43 @@ def test_work_arrays_are_reused_with_the_same_iterates(fista, monkeypatch):
     assert res.info["restarts"] == ref.info["restarts"]
     assert len(new_arrays) <= (3 if fista else 1)  # x_k, y_k and one spare at most
     assert np.array_equal(W, W_before) and not np.shares_memory(res.x, W)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_passes_do_not_depend_on_the_thread_count(dtype):
+    """The fused passes split rows over the Numba threads and keep the row sums: on one
+    thread and on two they give the same bits, arrays and float64 sums (fails if a sum
+    were reduced per thread, so that its rounding followed the split)."""
+    import numba
+
+    from sparseopt.layer.loss import _masked_step_rows
+    from sparseopt.objectives import _loss_and_gradient
+    from sparseopt.solvers.proxgrad import _extrapolate_rows, _gradient_step_rows
+    from sparseopt.threads import one_thread
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two Numba threads")
+    rng = np.random.default_rng(21)
+    y, x, x_new, D, DH, R, GS, W, Ws = (rng.standard_normal((203, 37)).astype(dtype)
+                                        for _ in range(9))
+    y[5:9] = 0.0
+    mask = rng.random(y.shape) < 0.5
+    c, coef = dtype(0.013), dtype(0.7)
+
+    def run():
+        g = DH.copy()
+        loss = _loss_and_gradient(g, D)
+        step = np.empty_like(y)
+        _gradient_step_rows(y, g, c, step)
+        ext = np.empty_like(y)
+        uphill = _extrapolate_rows(y, x_new, x, coef, ext)
+        Wk = W.copy()
+        gd = _masked_step_rows(R, GS, Wk, Ws, mask, c, True)
+        return [np.float64(loss), g, step, np.float64(uphill), ext, np.float64(gd), Wk]
+
+    two = run()
+    with one_thread():
+        assert numba.get_num_threads() == 1
+        one = run()
+    for a, b in zip(one, two):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()

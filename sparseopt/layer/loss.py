@@ -8,7 +8,7 @@ the per-row Hessian is 2H, so the gradient is Lipschitz with constant 2 gamma_ma
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..backend import namespace, row_blocks, zero
 from ..linalg import frob_inner, lambda_max
@@ -148,18 +148,19 @@ def base_loss(W_star, H) -> float:
     return _trace_quadratic(W_star, H)
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath={"reassoc"}, parallel=True)
 def _masked_step_rows(R, GS, W, W_star, mask, c, record):
     """One step of eq. 5 after the product R = W H, in one pass over the rows: r = R - W* H,
     the loss sum float64(r) (W - W*) when ``record`` (else 0), then W <- W - (r m) c with
     m = 1 on the mask, 0 off it, ``c`` = 2 eta in W's dtype. Every difference and product is
     rounded to the dtype as the NumPy expressions of :func:`_masked_step_xp` (its twin)
     round them, so W is the same bits; only the sum is float64, each row in an order the
-    compiler may vectorise (``reassoc``), then the rows in order. Overwrites R."""
+    compiler may vectorise (``reassoc``), then the rows in order (rows split over the Numba
+    threads; the total does not depend on their number). Overwrites nothing but W."""
     zero = W.dtype.type(0)
     one = W.dtype.type(1)
-    total = 0.0
-    for i in range(W.shape[0]):
+    rows = np.zeros(W.shape[0])
+    for i in prange(W.shape[0]):
         row = 0.0
         if record:
             for j in range(W.shape[1]):
@@ -170,7 +171,10 @@ def _masked_step_rows(R, GS, W, W_star, mask, c, record):
             for j in range(W.shape[1]):
                 r = R[i, j] - GS[i, j]
                 W[i, j] = W[i, j] - (r * (one if mask[i, j] else zero)) * c
-        total += row
+        rows[i] = row
+    total = 0.0
+    for i in range(rows.shape[0]):
+        total += rows[i]
     return total
 
 

@@ -7,7 +7,7 @@ import math
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..backend import namespace
 from ..regularizers import Regularizer
@@ -28,30 +28,36 @@ TAIL_FRACTION = 0.98
 MOMENTA = (None, "fista")
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _gradient_step_rows(y, g, step, out):
     """out = y - step g on 2-D arrays, ``step`` a scalar of their dtype: NumPy's rounding of
-    ``y - step * g`` (the product rounded to the dtype, then the difference), in one pass."""
-    for i in range(y.shape[0]):
+    ``y - step * g`` (the product rounded to the dtype, then the difference), in one pass,
+    rows split over the Numba threads (a memory-bound pass: one core does not saturate
+    the memory bus)."""
+    for i in prange(y.shape[0]):
         for j in range(y.shape[1]):
             out[i, j] = y[i, j] - step * g[i, j]
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath={"reassoc"}, parallel=True)
 def _extrapolate_rows(y, x_new, x, coef, out):
     """out = x_new + coef (x_new - x) and the restart test sum (y - x_new)(x_new - x) in one
     pass over 2-D arrays, ``coef`` a scalar of their dtype. Every difference, product and
     ``out`` is rounded to the dtype as NumPy rounds the expressions; only the sum is
     float64, each row in an order the compiler may vectorise (``reassoc``), then the rows
-    in order."""
-    total = 0.0
-    for i in range(y.shape[0]):
+    in order (rows split over the Numba threads; the row sums are kept, so the total does
+    not depend on the number of threads)."""
+    rows = np.empty(y.shape[0])
+    for i in prange(y.shape[0]):
         row = 0.0
         for j in range(y.shape[1]):
             d = x_new[i, j] - x[i, j]
             row += np.float64((y[i, j] - x_new[i, j]) * d)
             out[i, j] = x_new[i, j] + coef * d
-        total += row
+        rows[i] = row
+    total = 0.0
+    for i in range(rows.shape[0]):
+        total += rows[i]
     return total
 
 
