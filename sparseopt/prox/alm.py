@@ -1004,7 +1004,7 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
             S[_IT3 * _CHUNK + j] = 0.0
     # idx: where each group of D sits in the chunk
     idx = np.empty(_CHUNK, np.int64)
-    nd = 0
+    nd = np.int64(0)  # typed int64 from the start: a literal 0 would compile _fast24_s4 twice
     slack = 1.0 + _OBJ_SLACK
     tol_abs = tol  # z1 = 1 after scaling
     newton_start = _NEWTON_START24
