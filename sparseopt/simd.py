@@ -1,4 +1,5 @@
-"""512-bit vectors for the branch-free passes of the Numba kernels: :func:`wide_vectors`.
+"""LLVM attributes for the Numba kernels: 512-bit vectors (:func:`wide_vectors`) and
+inlining by LLVM (:func:`inline_in_llvm`).
 
 LLVM tunes code for Intel's AVX-512 server CPUs (Skylake-X to Emerald Rapids) to prefer
 256-bit vectors (its ``prefer-256-bit`` tuning: 512-bit instructions lower the clock, which
@@ -20,6 +21,14 @@ checks the name against a list); a string attribute is put into the underlying s
 llvmlite writes into the function's definition as it is. ``tests/test_simd.py`` checks that
 the attribute reaches the LLVM IR, and on an AVX-512 host that the loop uses 512-bit
 registers, so a change in llvmlite shows as a failing test, not as a silently slower kernel.
+
+``inline_in_llvm()``, called first in a small jitted helper, marks it ``alwaysinline``: LLVM
+inlines it into every jitted caller when it links them, before its loop vectorizer runs, so
+a loop that calls it vectorizes as if its body were written out. Numba's own
+``inline="always"`` reaches the same code by inlining at Numba's IR level, which re-types
+the helper at every call site; with nested helpers that made the 2:4 kernel compile for
+over two minutes (``docs/prox.md``). ``tests/test_simd.py`` checks the attribute, the
+inlining and the vectorized loop.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from __future__ import annotations
 from numba import types
 from numba.extending import intrinsic, overload
 
-__all__ = ["wide_vectors", "PREFER_512", "avx512"]
+__all__ = ["wide_vectors", "inline_in_llvm", "PREFER_512", "avx512"]
 
 #: The LLVM function attribute that :func:`wide_vectors` sets.
 PREFER_512 = '"prefer-vector-width"="512"'
@@ -56,6 +65,31 @@ def _prefer_512(typingctx):
 @overload(wide_vectors, inline="always")
 def _wide_vectors_jit():
     return lambda: _prefer_512()
+
+
+def inline_in_llvm():
+    """Mark the calling jitted function ``alwaysinline`` for LLVM (see the module docstring).
+
+    Call it first in a small function that vectorized loops call: LLVM inlines it into
+    them before its loop vectorizer runs, as Numba's ``inline="always"`` does at Numba's IR
+    level, but without re-typing the callee at every call site (which made the 2:4 kernel
+    take minutes to compile). Called from plain Python it does nothing.
+    """
+    return None
+
+
+@intrinsic
+def _always_inline(typingctx):
+    def codegen(context, builder, signature, args):
+        builder.function.attributes.add("alwaysinline")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@overload(inline_in_llvm, inline="always")
+def _inline_in_llvm_jit():
+    return lambda: _always_inline()
 
 
 def avx512() -> bool:

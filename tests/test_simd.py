@@ -1,5 +1,6 @@
 """sparseopt.simd.wide_vectors: the LLVM attribute reaches the function, and on AVX-512 CPUs
-its loops use 512-bit registers with the same results."""
+its loops use 512-bit registers with the same results. sparseopt.simd.inline_in_llvm: the
+callee is marked alwaysinline, and a loop that calls it is still vectorized."""
 
 import re
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from sparseopt.simd import PREFER_512, avx512, wide_vectors
+from sparseopt.simd import PREFER_512, avx512, inline_in_llvm, wide_vectors
 
 
 @njit(inline="always")
@@ -71,3 +72,31 @@ def test_plain_python_call_does_nothing():
     out = np.empty_like(x)
     _wide_loop(x, out)  # the plain function: _body is jitted, wide_vectors() is Python
     np.testing.assert_array_equal(out, np.abs(x) * (1.0 + np.abs(x)) - 0.5 * x)
+
+
+@njit(error_model="numpy")
+def _leaf(v, x):
+    inline_in_llvm()
+    return v * (1.0 + v) - 0.5 * x
+
+
+def _loop_calling_leaf(x, out):
+    for i in range(x.shape[0]):
+        out[i] = _leaf(abs(x[i]), x[i])
+
+
+def test_inline_in_llvm_marks_the_callee_and_keeps_the_loop_vectorized():
+    """Fails if the attribute does not reach the callee's definition, or if LLVM leaves the
+    call in the loop (then the loop stays scalar: no packed multiply, as in _body's loop)."""
+    jitted, x, out = _compiled(_loop_calling_leaf)
+    np.testing.assert_array_equal(out, np.abs(x) * (1.0 + np.abs(x)) - 0.5 * x)
+    leaf_ir = "\n".join(_leaf.inspect_llvm().values())
+    group = re.search(r"^define [^@]*@_ZN\d+test_simd\d+_leaf.*\s#(\d+)\s*\{$", leaf_ir,
+                      re.MULTILINE)
+    assert group, "the callee has no attribute group"
+    attrs = re.search(rf"^attributes #{group.group(1)} = \{{(.*)\}}$", leaf_ir, re.MULTILINE)
+    assert attrs and "alwaysinline" in attrs.group(1), attrs
+    asm = "\n".join(jitted.inspect_asm().values())
+    assert re.search(r"\bv?mulpd\b", asm), "the loop is not vectorized"
+    assert not re.search(r"^\s*callq?\s+\S*\d_leafB", asm, re.MULTILINE), "not inlined"
+    assert inline_in_llvm() is None  # plain Python: nothing

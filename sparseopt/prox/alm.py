@@ -56,7 +56,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..simd import wide_vectors
+from ..simd import inline_in_llvm, wide_vectors
 from ..validation import _FINITE_MAX, check_finite  # |v| <= _FINITE_MAX: v is finite
 
 __all__ = [
@@ -465,19 +465,22 @@ def _enum_alm_groups(y, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
 # --------------------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _max(a, b):
+    inline_in_llvm()
     return a if a > b else b  # a select: the builtin max does not vectorize here
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _min(a, b):
+    inline_in_llvm()
     return a if a < b else b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     """0.5 ||w - z||^2 + lam e_3(w) for four coordinates (prox24-kubler eq. 10)."""
+    inline_in_llvm()
     d1 = w1 - z1
     d2 = w2 - z2
     d3 = w3 - z3
@@ -486,7 +489,7 @@ def _f24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return 0.5 * (d1 * d1 + d2 * d2 + d3 * d3 + d4 * d4) + lam * e3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _newton3(a1, a2, a3, y1, y2, y3, lam):
     """Newton step for 0.5 ||a - y||^2 + lam a1 a2 a3 at a > 0 (eq. 12; Hessian eq. 23).
 
@@ -497,6 +500,7 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
     step leaves the open orthant (b is then meaningless). Written without branches, so that
     the lock-step ALM of ``_fast24`` vectorizes; the scalar ALM uses the same function.
     """
+    inline_in_llvm()
     f1 = a1 - y1 + lam * a2 * a3
     f2 = a2 - y2 + lam * a1 * a3
     f3 = a3 - y3 + lam * a1 * a2
@@ -522,13 +526,14 @@ def _newton3(a1, a2, a3, y1, y2, y3, lam):
     return b1, b2, b3, step if ok else -1.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _ldl24(w1, w2, w3, w4, lam):
     """Square-root-free LDL^T of the Hessian of eq. 10 at w (eq. 24: unit diagonal, entry
     (k, l) = lam times the sum of the other two coordinates). Returns the off-diagonal
     entries h12, h13, h14, the scaled factors m32, m42, m43 (d_k L_lk), the reciprocals
     r2, r3 of the pivots (0 for a non-positive pivot) and the pivots d2, d3, d4 (d1 = 1):
     the Hessian is positive definite iff d2, d3, d4 > 0."""
+    inline_in_llvm()
     h12 = lam * (w3 + w4)
     h13 = lam * (w2 + w4)
     h14 = lam * (w2 + w3)
@@ -543,7 +548,7 @@ def _ldl24(w1, w2, w3, w4, lam):
     return h12, h13, h14, m32, m42, m43, r2, r3, d2, d3, d4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _dense_cannot_win(p1, p2, p3, z2, z3, z4, lam):
     """True when no interior local minimum of eq. 10 has a lower value than the point
     p = (p1, p2, p3, 0), a minimizer on its face (z1 = 1; p3 = 0: the 2-sparse candidate).
@@ -554,6 +559,7 @@ def _dense_cannot_win(p1, p2, p3, z2, z3, z4, lam):
     minimum w*: both lie in the set C_4 where the Hessian is PSD, which is convex (Lemma 5),
     so f is convex on the segment between them and f(w*) >= f(p) + grad f(p).(w* - p) >= f(p).
     """
+    inline_in_llvm()
     nu3 = lam * p1 * p2 - z3  # d f / d w3 at p3 = 0 (not used when p3 > 0)
     nu4 = lam * (p1 * p2 + p1 * p3 + p2 * p3) - z4
     d2, d3, d4 = _ldl24(p1, p2, p3, 0.0, lam)[8:]
@@ -561,7 +567,7 @@ def _dense_cannot_win(p1, p2, p3, z2, z3, z4, lam):
             & (d2 > 0.0) & (d3 > 0.0) & (d4 > 0.0))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     """Newton step for eq. 10 at w > 0 (Hessian eq. 24); step = -1 on refusal (b is then
     meaningless).
@@ -571,6 +577,7 @@ def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     Written without branches, like :func:`_newton3`: a refused factorization runs on with
     meaningless numbers (a non-positive pivot is replaced by 1) and is refused at the end.
     """
+    inline_in_llvm()
     f1 = w1 - z1 + lam * (w2 * w3 + w2 * w4 + w3 * w4)
     f2 = w2 - z2 + lam * (w1 * w3 + w1 * w4 + w3 * w4)
     f3 = w3 - z3 + lam * (w1 * w2 + w1 * w4 + w2 * w4)
@@ -595,7 +602,7 @@ def _newton4(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return b1, b2, b3, b4, step if ok else -1.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     """Newton step on the face {i : w_i > 0} (w4 = 0 is the 3-sparse candidate's face).
 
@@ -603,6 +610,7 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     zero is the product of the other three). Two or fewer: e_3 vanishes on the face, whose
     minimizer is w_i = z_i there (exact Newton step of a quadratic).
     """
+    inline_in_llvm()
     p1 = w1 > 0.0
     p2 = w2 > 0.0
     p3 = w3 > 0.0
@@ -632,10 +640,11 @@ def _face_newton24(w1, w2, w3, w4, z1, z2, z3, z4, lam):
     return b1, b2, b3, b4, step
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lam, s):
     """One ALM sweep (Alg. 2: exact coordinate minimization in order) on the top-s
     coordinates, s = 3 (w4 stays 0, z4 unused) or 4; returns (w, largest change)."""
+    inline_in_llvm()
     v = z1 - lam * (w2 * w3 + w2 * w4 + w3 * w4)
     v = v if v > 0.0 else 0.0
     delta = abs(v - w1)
@@ -656,7 +665,7 @@ def _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lam, s):
     return w1, w2, w3, w4, delta
 
 
-@njit(cache=True, inline="always")  # scalars only: no reference counting
+@njit(cache=True, error_model="numpy")
 def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """ALM (Alg. 2) with face-Newton steps for the 2:4 candidate of support size s (3, 4),
     started at x: the caller passes the middle of a tight bracket of the interior stationary
@@ -665,6 +674,7 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, 
     For s = 3 the fourth coordinate is fixed at 0 and z4 is not used. Returns
     (w1, w2, w3, w4, sweeps) with sweeps = max_iter + 1 if the tolerance was not reached.
     """
+    inline_in_llvm()
     newton_stop = 0.01 * tol_abs * z1
     w1 = x1
     w2 = x2
@@ -701,11 +711,12 @@ def _alm24_dense(z2, z3, z4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x
     return _alm24(1.0, z2, z3, z4, 4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _cswap(a, b, ia, ib):
     """Compare-exchange for a descending sort by (value desc, index asc): a total order, so
     any sorting network gives the stable order. Written with selects (no branch), so that
     the loop of ``_bound24`` vectorizes."""
+    inline_in_llvm()
     swap = (a < b) | ((a == b) & (ia > ib))
     return (b if swap else a), (a if swap else b), (ib if swap else ia), (ia if swap else ib)
 
@@ -856,12 +867,13 @@ def _bound24(S, lam, cuts):
         S[_TWO * _CHUNK + j] = 1.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy")
 def _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3, z4, lg, newton_stop, s):
     """One pass of ``_alm24``'s Newton loop for candidate s (3: w4 = 0; 4) as selects: a step
     is taken if the group is still stepping, the Hessian is positive definite, the step
     stays positive and f does not increase; the group stops stepping at a refusal or a step
     below newton_stop."""
+    inline_in_llvm()
     if s == 4:  # a constant in the compiled loop (see _fast24)
         b1, b2, b3, b4, st = _newton4(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
     else:
