@@ -132,13 +132,14 @@ def _esym_general(w, s, skip_a, skip_b, k, e):
     return e[k]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _esym_skip(w, s, skip_a, skip_b, k, e):
     """e_k of w[0:s] leaving out indices skip_a and skip_b (-1: none); e is scratch.
 
     Same recursion as ``regularizers.elementary_symmetric``; k <= 3 (every 2:M and 3:M
     call) runs on scalars, larger k in ``_esym_general``.
     """
+    inline_in_llvm()
     if k < 0:
         return 0.0
     if k == 0:
@@ -162,9 +163,10 @@ def _esym_skip(w, s, skip_a, skip_b, k, e):
     return e3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _restricted_value(w, z, s, lam, n, e):
     """0.5 ||w_S - z_S||^2 + lam e_{N+1}(w_S) on S = [0, s) (the tail is added by callers)."""
+    inline_in_llvm()
     q = 0.0
     for i in range(s):
         d = w[i] - z[i]
@@ -172,7 +174,7 @@ def _restricted_value(w, z, s, lam, n, e):
     return 0.5 * q + lam * _esym_skip(w, s, -1, -1, n + 1, e)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _newton_try(z, w, s, lam, n, wn, J, F, e, act):
     """One safeguarded Newton step on the stationarity system of the current face.
 
@@ -181,6 +183,7 @@ def _newton_try(z, w, s, lam, n, wn, J, F, e, act):
     only if the Hessian on P is positive definite, the step keeps w_P > 0 and the
     objective does not increase; otherwise returns -1 and leaves w unchanged.
     """
+    inline_in_llvm()
     p = 0
     for i in range(s):
         if w[i] > 0.0:
@@ -238,9 +241,10 @@ def _newton_try(z, w, s, lam, n, wn, J, F, e, act):
     return step
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _balanced_root(zbar, a, n):
     """The root t >= 0 of t + a t^N = zbar (a >= 0, zbar >= 0), increasing in t."""
+    inline_in_llvm()
     if a <= 0.0 or zbar <= 0.0:
         return zbar
     if n == 1:
@@ -260,7 +264,7 @@ def _balanced_root(zbar, a, n):
     return 0.5 * (lo + hi)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _balanced_start(z, s, lam, n, w):
     """Start of ALM for support [0, s): w_i = max(t + z_i - mean(z_S), 0).
 
@@ -271,6 +275,7 @@ def _balanced_start(z, s, lam, n, w):
     missed (prox24-kubler Fig. 1d). The balanced start is inside the region where the
     coordinates shrink together and avoids that; see docs/prox.md.
     """
+    inline_in_llvm()
     zbar = 0.0
     for i in range(s):
         zbar += z[i]
@@ -284,13 +289,14 @@ def _balanced_start(z, s, lam, n, w):
         w[i] = v if v > 0.0 else 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _alm_support(z, s, lam, n, tol_rel, tol_abs, max_iter, w, wn, J, F, e, act):
     """ALM (proxsparse-liu Alg. 2) on the top-s coordinates from the balanced start, with Newton.
 
     Returns the number of sweeps; ``max_iter + 1`` flags that the sweep tolerance was
     not reached.
     """
+    inline_in_llvm()
     _balanced_start(z, s, lam, n, w)
     for it in range(1, max_iter + 1):
         delta = 0.0
