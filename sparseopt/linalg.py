@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from numba import njit
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 
 __all__ = ["lambda_max", "spectral_norm", "gram_lambda_max", "frob_inner", "cholesky_pd",
            "woodbury_factor", "woodbury_solve", "inverse_hessian_factor", "cholesky_ok",
-           "DENSE_EIG_MAX"]
+           "sum_in_order", "DENSE_EIG_MAX"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.
@@ -129,6 +130,18 @@ def woodbury_solve(X, cf, delta: float, g) -> np.ndarray:
     g64 = np.asarray(g, dtype=np.float64)
     z = scipy.linalg.cho_solve(cf, X @ g64, check_finite=False)
     return (g64 - X.T @ z) / delta
+
+
+@njit(cache=True, fastmath=False)  # set: callers with fast-math would pass theirs on
+def sum_in_order(a):
+    """sum of the 1-D float64 array ``a`` from the first entry to the last, one addition at a
+    time (compiled without fast-math flags, so LLVM may not reorder it). The fused passes
+    keep one float64 sum per row, computed on any number of threads, and add them with this:
+    their totals are the same bits on one thread or many."""
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += a[i]
+    return total
 
 
 def frob_inner(A, B) -> float:

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from .backend import device, is_numpy, namespace, numpy_dtype, row_blocks, zero
-from .linalg import gram_lambda_max, spectral_norm
+from .linalg import gram_lambda_max, spectral_norm, sum_in_order
 from .validation import FLOAT_DTYPES, check_finite, check_out
 from .validation import check_psd as _check_psd
 
@@ -108,10 +108,7 @@ def _loss_and_gradient(DH, D):
             row += np.float64(DH[i, j]) * np.float64(D[i, j])
             DH[i, j] = DH[i, j] + DH[i, j]
         rows[i] = row
-    total = 0.0
-    for i in range(rows.shape[0]):
-        total += rows[i]
-    return total
+    return sum_in_order(rows)
 
 
 def _loss_and_gradient_xp(DH, D, xp):

@@ -47,12 +47,13 @@ def check_finite(x, name: str) -> None:
 
     A float32 / float64 NumPy array stored in one block (C or Fortran order) is tested by a
     Numba pass over its entries (:func:`_count_nonfinite`, on both cores: 2-3x faster than
-    NumPy's sum; the prox-gradient loop checks its prox input at every iteration). Other
-    arrays and tensors: the sum
-    of ``x`` is finite only if every entry is (NaN and Inf propagate through a sum), and a
-    sum needs no temporary, where ``isfinite`` of an LLM Hessian allocates several times its
-    size (torch: |x| and two masks). A non-finite sum can also be the overflow of finite
-    entries: then the entries are tested, one block of rows at a time.
+    NumPy's sum; the prox-gradient loop checks its prox input at every iteration).
+
+    Other arrays and tensors: the sum of ``x`` is finite only if every entry is (NaN and Inf
+    propagate through a sum), and a sum needs no temporary, where ``isfinite`` of an LLM
+    Hessian allocates several times its size (torch: |x| and two masks). A non-finite sum
+    can also be the overflow of finite entries: then the entries are tested, one block of
+    rows at a time.
     """
     if (isinstance(x, np.ndarray) and x.dtype in (np.float32, np.float64)
             and (x.flags.c_contiguous or x.flags.f_contiguous)):

@@ -331,3 +331,20 @@ def test_fused_passes_do_not_depend_on_the_thread_count(dtype):
         one = run()
     for a, b in zip(one, two):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_sum_in_order_adds_left_to_right():
+    """sparseopt.linalg.sum_in_order against its twin, a plain Python loop: the same bits on
+    sums whose value depends on the order (fails if the compiled loop were reassociated,
+    vectorized or pairwise: 1e16 + 1 + 1 is 1e16 left to right, 1e16 + 2 otherwise)."""
+    from sparseopt.linalg import sum_in_order
+
+    rng = np.random.default_rng(8)
+    cases = [np.array([1e16, 1.0, 1.0, -1e16] * 9), np.array([]),
+             rng.standard_normal(1001) * np.logspace(-8, 8, 1001)]
+    for a in cases:
+        total = 0.0
+        for v in a:
+            total += float(v)
+        assert np.float64(sum_in_order(a)).tobytes() == np.float64(total).tobytes()
+    assert sum_in_order(cases[0]) == 0.0  # pairwise or 4-lane partial sums give 2.0 per block

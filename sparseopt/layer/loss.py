@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import namespace, row_blocks, zero
-from ..linalg import frob_inner, lambda_max
+from ..linalg import frob_inner, lambda_max, sum_in_order
 from ..patterns import NM, TopK
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
     check_square
@@ -172,10 +172,7 @@ def _masked_step_rows(R, GS, W, W_star, mask, c, record):
                 r = R[i, j] - GS[i, j]
                 W[i, j] = W[i, j] - (r * (one if mask[i, j] else zero)) * c
         rows[i] = row
-    total = 0.0
-    for i in range(rows.shape[0]):
-        total += rows[i]
-    return total
+    return sum_in_order(rows)
 
 
 def _masked_step_xp(R, GS, W, W_star, maskd, two_eta, record):

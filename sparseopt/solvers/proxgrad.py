@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import namespace
+from ..linalg import sum_in_order
 from ..regularizers import Regularizer
 from ..validation import check_int, check_real
 from .result import SolverResult
@@ -55,10 +56,7 @@ def _extrapolate_rows(y, x_new, x, coef, out):
             row += np.float64((y[i, j] - x_new[i, j]) * d)
             out[i, j] = x_new[i, j] + coef * d
         rows[i] = row
-    total = 0.0
-    for i in range(rows.shape[0]):
-        total += rows[i]
-    return total
+    return sum_in_order(rows)
 
 
 def _fused(*arrays) -> bool:
