@@ -74,14 +74,16 @@ def product_time(W, H):
     return best_time(lambda: W @ Hw, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
 
 
-def run_layer(W, H, gd):
-    """Rows of one layer: loss, iterations, seconds, products for each method."""
+def run_layer(W, H, gd, start=None):
+    """Rows of one layer: loss, iterations, seconds, products for each method; ``start``:
+    also the default schedule from that warm start (row ``warm``)."""
     t_prod = product_time(W, H)
     rows = {}
-    for label, method, opts, steps in (("paper", "prox", {"schedule": "paper"}, gd),
-                                       ("fista", "prox", {}, gd),
-                                       (f"sparsegpt+{gd}", "sparsegpt", {}, gd),
-                                       ("sparsegpt+100", "sparsegpt", {}, 100)):
+    runs = [("paper", "prox", {"schedule": "paper"}, gd), ("fista", "prox", {}, gd),
+            (f"sparsegpt+{gd}", "sparsegpt", {}, gd), ("sparsegpt+100", "sparsegpt", {}, 100)]
+    if start is not None:
+        runs.append(("warm", "prox", {"start": start}, gd))
+    for label, method, opts, steps in runs:
         if method == "prox":
             opts = {**opts, "verbose": False}
         t0 = time.perf_counter()
@@ -102,6 +104,9 @@ def main(argv=None):
     parser.add_argument("--synthetic", default=None,
                         help="synthetic layer size such as 4096x4096, or 'none'")
     parser.add_argument("--gd", type=int, default=1000, help="masked GD steps (default 1000)")
+    parser.add_argument("--start", choices=("wanda", "sparsegpt"), default=None,
+                        help="also run the default schedule from this warm start "
+                             "(prune(..., start=START)) and print it as 'warm'")
     args = parser.parse_args(argv)
     select = args.layers if args.layers is not None else (
         ["layer.0.attention.self.key", "layer.3.attention.self.value", "layer.5.output.dense"]
@@ -121,14 +126,16 @@ def main(argv=None):
             f"{'fista/sgpt':>10s}")
     print("P: the method's cost until the N:M mask (before +GD) in W @ H products of the layer;"
           " s: seconds including +GD")
+    if args.start:
+        head += f" {'warm loss':>10s} {'its':>4s} {'w/paper':>7s} {'w/fista':>7s} {'warm P':>7s}"
     print(head)
     # Numba compiles (or loads from its cache) at the first call of each kernel: a small
     # layer of the same dtypes first, so that the first row does not pay for it
     rng = np.random.default_rng(1)
     run_layer(rng.standard_normal((16, 64)).astype(np.float32), correlated_hessian(64, seed=2), 2)
-    summary = []
+    summary, warm = [], []
     for name, (W, H) in layers.items():
-        t_prod, r = run_layer(W, H, args.gd)
+        t_prod, r = run_layer(W, H, args.gd, args.start)
         p, f, s, s100 = r["paper"], r["fista"], r[f"sparsegpt+{args.gd}"], r["sparsegpt+100"]
         ratio = f["rel_loss"] / p["rel_loss"]
         summary.append((ratio, f["mask_products"], p["mask_products"], f["seconds"] / s["seconds"],
@@ -138,7 +145,11 @@ def main(argv=None):
               f"{f['nit']:4d} {ratio:6.4f} {s['rel_loss']:9.5f} {s100['rel_loss']:9.5f} "
               f"{p['mask_products']:8.0f} {f['mask_products']:8.0f} {s['mask_products']:7.1f} "
               f"{p['seconds']:8.2f} {f['seconds']:8.2f} {s['seconds']:9.2f} "
-              f"{f['seconds'] / s['seconds']:10.2f}", flush=True)
+              f"{f['seconds'] / s['seconds']:10.2f}" + warm_columns(r, p, f), flush=True)
+        if args.start:
+            w = r["warm"]
+            warm.append((w["rel_loss"] / p["rel_loss"], w["rel_loss"] / f["rel_loss"],
+                         w["mask_products"], w["nit"], w["rel_loss"] / s["rel_loss"]))
     a = np.array(summary)
     print(f"\nlayers: {len(a)}; fista/paper loss ratio: worst {a[:, 0].max():.4f}, "
           f"median {np.median(a[:, 0]):.4f} (target <= 1.005 on every layer)")
@@ -151,7 +162,24 @@ def main(argv=None):
           f"{a[:, 3].max():.2f}; loss fista+GD / sparsegpt+{args.gd}: median "
           f"{np.median(a[:, 4]):.4f}, worst {a[:, 4].max():.4f}; / sparsegpt+100: median "
           f"{np.median(a[:, 7]):.4f}")
+    if args.start:
+        w = np.array(warm)
+        print(f"warm start {args.start!r}: loss / paper worst {w[:, 0].max():.4f}, median "
+              f"{np.median(w[:, 0]):.4f}; / fista worst {w[:, 1].max():.4f}, median "
+              f"{np.median(w[:, 1]):.4f}, best {w[:, 1].min():.4f}; / sparsegpt+{args.gd} worst "
+              f"{w[:, 4].max():.4f}; products median {np.median(w[:, 2]):.0f}, worst "
+              f"{w[:, 2].max():.0f}; iterations median {np.median(w[:, 3]):.0f}, worst "
+              f"{w[:, 3].max():.0f}")
     return 0
+
+
+def warm_columns(r, p, f):
+    """The warm start's columns of a table row ('' without a warm run)."""
+    if "warm" not in r:
+        return ""
+    w = r["warm"]
+    return (f" {w['rel_loss']:10.5f} {w['nit']:4d} {w['rel_loss'] / p['rel_loss']:7.4f} "
+            f"{w['rel_loss'] / f['rel_loss']:7.4f} {w['mask_products']:7.0f}")
 
 
 if __name__ == "__main__":

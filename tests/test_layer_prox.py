@@ -76,6 +76,46 @@ def test_prox_fast_schedule_against_the_paper_schedule():
     np.testing.assert_allclose(toy.W, TOY_OPT, atol=1e-8)
 
 
+@pytest.mark.parametrize("start", ["wanda", "sparsegpt"])
+def test_prox_warm_start_leaves_the_mask_it_starts_from(start):
+    """Sec. 4.1's toy layer: Wanda and SparseGPT miss the optimal mask; prox started from
+    their pruned weights (already 2:4) still takes iterations, leaves their mask and finds
+    the optimum, as from W*. A solver that returned a start in the pattern at once fails."""
+    first = prune(TOY_W, TOY_H, method=start)
+    assert not np.array_equal(first.mask, TOY_OPT != 0)
+    res = prune(TOY_W, TOY_H, method="prox", start=start, refine_steps=1000)
+    assert res.info["start"] == start and res.nit >= 1
+    assert res.info["stop_reason"] == "W is N:M" and not res.info["projected"]
+    np.testing.assert_array_equal(res.mask, TOY_OPT != 0)
+    np.testing.assert_allclose(res.W, TOY_OPT, atol=1e-8)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_prox_warm_start_begins_at_the_pruned_weights(lib, dtype):
+    """max_iter=0 returns the first iterate: W* for start="dense", the weights of
+    prune(method=start) for a warm start (rescaled and back, so to rounding), in W's dtype
+    and array library; with iterations the run is deterministic and ends 2:4."""
+    rng = np.random.default_rng(7)
+    W_star, H, _ = random_layer(rng, 12, 32, corr=1.0)
+    W_star = W_star.astype(dtype)
+    conv = (lambda a: a) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    W_c, H_c = conv(W_star), conv(H)
+    for start in ("dense", "wanda", "sparsegpt"):
+        first = W_star if start == "dense" else np.asarray(prune(W_c, H_c, method=start).W)
+        res = prune(W_c, H_c, method="prox", start=start, max_iter=0)
+        assert res.nit == 0 and res.info["start"] == start
+        got = np.asarray(res.W)
+        assert got.dtype == np.dtype(dtype)
+        # entries off the start's 2:4 mask are zero in both; the kept ones to rounding
+        kept = np.asarray(res.mask)
+        np.testing.assert_allclose(got[kept], first[kept], rtol=4 * np.finfo(dtype).eps)
+        runs = [prune(W_c, H_c, method="prox", start=start) for _ in range(2)]
+        np.testing.assert_array_equal(np.asarray(runs[0].W), np.asarray(runs[1].W))
+        assert runs[0].info["stop_reason"] == "W is N:M" and runs[0].nit >= 1
+        assert NM(2, 4).satisfied(np.asarray(runs[0].W))
+
+
 def test_prox_schedule_values_can_be_overridden():
     """A single value overrides the schedule's; the others stay."""
     rng = np.random.default_rng(6)
@@ -208,6 +248,8 @@ def test_prox_bad_options():
         prune(W, H, method="prox", lam=0.1)
     with pytest.raises(ValueError, match="schedule must be one of \\('paper', 'fast'\\)"):
         prune(W, H, method="prox", schedule="slow")
+    with pytest.raises(ValueError, match="start must be one of \\('dense', 'wanda', "):
+        prune(W, H, method="prox", start="magnitude")
     with pytest.raises(ValueError, match="momentum must be 'plain' or 'fista'"):
         prune(W, H, method="prox", momentum="nesterov")
     with pytest.raises(ValueError, match="beta_tail must be >= 1"):

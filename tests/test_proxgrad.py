@@ -135,6 +135,26 @@ def test_bad_input(kwargs, match):
         proximal_gradient(LeastSquares(X, y), L1(), **{**args, **kwargs})
 
 
+def test_min_iter_keeps_a_start_in_the_pattern_iterating():
+    """A start already in the pattern is returned at once by default; with min_iter=k the
+    run takes k iterations before the pattern test may stop it, and then stops at the first
+    iterate in the pattern (a large lambda keeps every iterate 2:4 here)."""
+    rng = np.random.default_rng(5)
+    W_star = rng.standard_normal((6, 16))
+    f = LayerLoss(W_star, np.eye(16) + 0.3)
+    x0 = NM(2, 4).project(W_star)
+    kw = dict(lam0=50.0, beta=1.1, step=0.1, x0=x0, pattern=NM(2, 4))
+    assert proximal_gradient(f, RNM(), **kw).nit == 0
+    for k in (1, 3):
+        res = proximal_gradient(f, RNM(), min_iter=k, **kw)
+        assert res.nit == k and res.stop_reason == "x in pattern"
+        assert not np.array_equal(res.x, x0)  # it moved
+    with pytest.raises(ValueError, match="min_iter must be <= max_iter"):
+        proximal_gradient(f, RNM(), min_iter=5, max_iter=4, **kw)
+    with pytest.raises(ValueError, match="min_iter must be >= 0"):
+        proximal_gradient(f, RNM(), min_iter=-1, **kw)
+
+
 def test_x0_required_without_reference():
     X, y = _lasso_problem()
     with pytest.raises(ValueError, match="x0 is required"):

@@ -39,7 +39,7 @@ def add_prune(subparsers) -> None:
         **{name: f"{method} with {opts}" for name, (method, opts) in VARIANTS.items()},
         "proxsparse": "(minilm) learn the 2:4 masks end to end, keep the dense weights on "
                       "them (proxsparse-liu Alg. 1)",
-        "all": "every layer method above and the prox-R* variants"})
+        "all": "every layer method and prox-* variant above"})
     prune.add_argument("--pattern", default="2:4", help="N:M pattern along the inputs")
     prune.add_argument("--calibration", default=None,
                        help="calibration text: .txt (a document per line), .jsonl (a 'text' "

@@ -39,10 +39,12 @@ def all_methods() -> tuple:
 
 #: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
 #: pruner with the paper's schedule (prox24-kubler Alg. 2 as published, beta 1.01; the
-#: default schedule of ``prox`` is the faster ``"fast"``, :data:`sparseopt.layer.prox.SCHEDULES`)
-#: and with the App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
+#: default schedule of ``prox`` is the faster ``"fast"``, :data:`sparseopt.layer.prox.SCHEDULES`),
+#: from SparseGPT's weights (the warm start ``start="sparsegpt"``, issue 12) and with the
+#: App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
 VARIANTS = {
     "prox-paper": ("prox", {"schedule": "paper"}),
+    "prox-sparsegpt": ("prox", {"start": "sparsegpt"}),
     "prox-R0": ("prox", {"regularizer": "R0"}),
     "prox-R1": ("prox", {"regularizer": "R1"}),
     "prox-R2": ("prox", {"regularizer": "R2"}),

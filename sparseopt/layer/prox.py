@@ -10,7 +10,7 @@ from .registry import register
 from .result import PruneResult
 
 __all__ = ["prox_prune", "rescale_wanda", "make_regularizer", "REGULARIZERS", "SCHEDULES",
-           "DEFAULT_LAM0", "DEFAULT_MAX_ITER"]
+           "STARTS", "DEFAULT_LAM0", "DEFAULT_MAX_ITER"]
 
 #: lambda_0 of the schedule lambda_k = lambda_0 beta^k (Sec. 4), for every schedule.
 DEFAULT_LAM0 = 0.01
@@ -29,6 +29,12 @@ SCHEDULES = {
     "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None},
     "fast": {"momentum": "fista", "beta": 1.055, "beta_start": 1.2, "beta_tail": 1.5},
 }
+
+#: Starting points of ``prune(W, H, method="prox", start=NAME)``: ``"dense"`` is W* itself
+#: (Alg. 2); ``"wanda"`` and ``"sparsegpt"`` are those methods' pruned weights (warm starts,
+#: issue 12). From a warm start the iteration leaves the pattern at its first gradient step
+#: and lambda grows from lambda_0 as from W*; see ``docs/layer.md`` for what it changes.
+STARTS = ("dense", "wanda", "sparsegpt")
 
 
 def rescale_wanda(W_star, H):
@@ -81,6 +87,7 @@ def prox_prune(
     *,
     regularizer="rnm",
     schedule="fast",
+    start="dense",
     lam0=None,
     beta=None,
     lam_tilde=None,
@@ -121,6 +128,12 @@ def prox_prune(
         published (plain proximal gradient, beta = 1.01); ``"fast"`` adds FISTA momentum
         and grows lambda by 1.2 / 1.055 / 1.5 (before, while and after the groups decide).
         ``beta``, ``beta_start``, ``beta_tail`` and ``momentum`` override single values.
+    start : {"dense", "wanda", "sparsegpt"}, default "dense"
+        The first iterate (:data:`STARTS`): W* (Alg. 2), or the weights of
+        ``prune(W, H, method=start)`` (SparseGPT with its default damping), rescaled as W*
+        is. A warm start takes at least one iteration even though it is already N:M, so
+        the run still follows the lambda path to a mask of its own. Its time is part of
+        the method's time.
     lam0 : float, optional
         lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
     beta : float, optional
@@ -208,6 +221,8 @@ def prox_prune(
     lam_tilde = check_real(lam_tilde, "lam_tilde", positive=True, allow_none=True)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {tuple(SCHEDULES)}, got {schedule!r}")
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
     given = {"momentum": momentum, "beta": beta, "beta_start": beta_start,
              "beta_tail": beta_tail}
     chosen = {key: SCHEDULES[schedule][key] if value is None else value
@@ -243,8 +258,11 @@ def prox_prune(
     g = gamma_max(Ht)
     eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
     f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
+    x0 = Wt_star if start == "dense" else _warm_start(start, W, H, pattern) * xp.astype(
+        s[None, :], dt)
     res = proximal_gradient(f, reg, lam0=float(lam0), beta=float(beta), step=eta,
-                            x0=Wt_star, max_iter=max_iter, pattern=pattern, tail_tol=tail_tol,
+                            x0=x0, max_iter=max_iter, min_iter=min(max_iter, int(start != "dense")),
+                            pattern=pattern, tail_tol=tail_tol,
                             momentum=None if momentum == "plain" else momentum,
                             beta_start=beta_start, beta_tail=beta_tail,
                             verbose=verbose, desc="prox")
@@ -264,10 +282,20 @@ def prox_prune(
         "beta": float(beta), "beta_start": res.info["beta_start"],
         "beta_tail": res.info["beta_tail"], "momentum": momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"],
-        "eta": eta, "rescale": bool(rescale), "prox_method": prox_method,
+        "eta": eta, "rescale": bool(rescale), "prox_method": prox_method, "start": start,
         "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),
     }
     history = {key: res.history[key] for key in ("lam", "loss", "nm_fraction", "time")}
     if k:
         history["objective"] = history["loss"]
     return PruneResult(x=W_out, mask=mask, nit=k, stop_reason=stop, history=history, info=info)
+
+
+def _warm_start(start, W, H, pattern):
+    """The pruned weights of the method ``start`` ("wanda" or "sparsegpt") with its
+    defaults, in W's dtype: the first iterate of a warm-started prox run."""
+    from .sparsegpt import sparsegpt_prune
+    from .wanda import wanda_prune
+
+    fn = {"wanda": wanda_prune, "sparsegpt": sparsegpt_prune}[start]
+    return fn(W, H, pattern).x

@@ -148,7 +148,7 @@ class _Buffers:
 
 
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
-                      max_iter=1000, pattern=None, tail_tol=1e-4, momentum=None,
+                      max_iter=1000, min_iter=0, pattern=None, tail_tol=1e-4, momentum=None,
                       beta_start=None, beta_tail=None, verbose=None, desc="prox"):
     """x_{k+1} = prox_{lambda_k R}(y_k - step grad f(y_k)) with lambda_k = lam0 beta^k,
     y_k = x_k (plain proximal gradient) or the FISTA extrapolation of x_k.
@@ -173,6 +173,10 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         Start; default ``objective.reference`` (W* for LayerLoss). Not modified.
     max_iter : int, default 1000
         Iteration cap.
+    min_iter : int, default 0
+        The pattern tests below stop the run only after at least this many iterations
+        (``<= max_iter``): a warm start that already lies in ``pattern`` (a pruned solution)
+        still takes them instead of being returned as it is.
     pattern : NM or TopK, optional
         Stop as soon as x lies in ``pattern``. For a regularizer whose prox never reaches
         the pattern exactly (``exact_pattern`` is None, e.g. R2), stop also when the part of
@@ -235,6 +239,9 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     if beta < 1:
         raise ValueError(f"beta must be >= 1, got {beta!r}")
     max_iter = check_int(max_iter, "max_iter", minimum=0)
+    min_iter = check_int(min_iter, "min_iter", minimum=0)
+    if min_iter > max_iter:
+        raise ValueError(f"min_iter must be <= max_iter = {max_iter}, got {min_iter}")
     tail_tol = check_real(tail_tol, "tail_tol")
     if momentum not in MOMENTA:
         raise ValueError(f"momentum must be one of {MOMENTA}, got {momentum!r}")
@@ -283,6 +290,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
 
         bar = tqdm(total=max_iter, desc=desc, unit="it")
     _, stop = in_pattern(x)
+    stop = stop if min_iter == 0 else False
     y, t, restarts = x, 1.0, 0
     # NumPy: the gradient, the step and the prox write into one work array, the iterates
     # rotate through a few more (x is the loop's own copy, so it may be reused too)
@@ -300,6 +308,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
             hist["objective"].append(f_y)
         hist["lam"].append(lam)
         frac, stop = in_pattern(x_new)
+        stop = stop if k + 1 >= min_iter else False
         hist["nm_fraction"].append(frac)
         hist["time"].append(time.perf_counter() - t0)
         k += 1
