@@ -6,6 +6,7 @@ Usage::
     python benchmarks/prox_schedule.py                  # all 36 MiniLM layers + 4096x4096
     python benchmarks/prox_schedule.py --quick          # 3 MiniLM layers + 512x512
     python benchmarks/prox_schedule.py --layers intermediate --synthetic none
+    python benchmarks/prox_schedule.py --start sparsegpt   # also the warm start (columns "warm")
 
 Rows (every figure measured in this run, on this machine):
 
@@ -40,6 +41,7 @@ import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before
 import numpy as np
 
 from sparseopt import prune
+from sparseopt.layer.prox import STARTS
 from sparseopt.problems import correlated_hessian
 
 from _timing import best_time, parse_size  # noqa: E402
@@ -104,7 +106,7 @@ def main(argv=None):
     parser.add_argument("--synthetic", default=None,
                         help="synthetic layer size such as 4096x4096, or 'none'")
     parser.add_argument("--gd", type=int, default=1000, help="masked GD steps (default 1000)")
-    parser.add_argument("--start", choices=("wanda", "sparsegpt"), default=None,
+    parser.add_argument("--start", choices=[s for s in STARTS if s != "dense"], default=None,
                         help="also run the default schedule from this warm start "
                              "(prune(..., start=START)) and print it as 'warm'")
     args = parser.parse_args(argv)
