@@ -258,10 +258,12 @@ def prox_prune(
     g = gamma_max(Ht)
     eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
     f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
-    x0 = Wt_star if start == "dense" else _warm_start(start, W, H, pattern) * xp.astype(
-        s[None, :], dt)
+    x0, min_iter = Wt_star, 0
+    if start != "dense":  # a warm start is N:M already: at least one step off it
+        x0 = _warm_start(start, W, H, pattern) * xp.astype(s[None, :], dt)
+        min_iter = min(max_iter, 1)
     res = proximal_gradient(f, reg, lam0=float(lam0), beta=float(beta), step=eta,
-                            x0=x0, max_iter=max_iter, min_iter=min(max_iter, int(start != "dense")),
+                            x0=x0, max_iter=max_iter, min_iter=min_iter,
                             pattern=pattern, tail_tol=tail_tol,
                             momentum=None if momentum == "plain" else momentum,
                             beta_start=beta_start, beta_tail=beta_tail,
