@@ -105,6 +105,7 @@ def test_prox_warm_start_begins_at_the_pruned_weights(lib, dtype):
         first = W_star if start == "dense" else np.asarray(prune(W_c, H_c, method=start).W)
         res = prune(W_c, H_c, method="prox", start=start, max_iter=0)
         assert res.nit == 0 and res.info["start"] == start
+        assert type(res.W) is type(W_c)
         got = np.asarray(res.W)
         assert got.dtype == np.dtype(dtype)
         # entries off the start's 2:4 mask are zero in both; the kept ones to rounding
@@ -250,6 +251,8 @@ def test_prox_bad_options():
         prune(W, H, method="prox", schedule="slow")
     with pytest.raises(ValueError, match="start must be one of \\('dense', 'wanda', "):
         prune(W, H, method="prox", start="magnitude")
+    with pytest.raises(ValueError, match="start must be one of"):
+        prune(W, H, method="prox", start=np.zeros_like(W))  # weights are not a start name
     with pytest.raises(ValueError, match="momentum must be 'plain' or 'fista'"):
         prune(W, H, method="prox", momentum="nesterov")
     with pytest.raises(ValueError, match="beta_tail must be >= 1"):

@@ -221,7 +221,7 @@ def prox_prune(
     lam_tilde = check_real(lam_tilde, "lam_tilde", positive=True, allow_none=True)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {tuple(SCHEDULES)}, got {schedule!r}")
-    if start not in STARTS:
+    if not isinstance(start, str) or start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}")
     given = {"momentum": momentum, "beta": beta, "beta_start": beta_start,
              "beta_tail": beta_tail}
