@@ -367,7 +367,8 @@ def test_2_4_kernel_chunk_edges(G):
         np.testing.assert_array_equal(W[g], prox_nm(Y[g], 0.4))
 
 
-@pytest.mark.parametrize("name", ["_bound24", "_fast24_s3", "_fast24_s4", "_store24"])
+@pytest.mark.parametrize("name", ["_bound24", "_fast24_s3", "_fast24_s4", "_store24",
+                                  "_screen_pass24"])
 def test_2_4_kernel_passes_are_vectorized(name):
     """The chunk passes of the 2:4 kernel are written branch-free on a structure-of-arrays
     scratch so that LLVM vectorizes them (most of their speed, docs/prox.md). Fails if an
@@ -385,8 +386,9 @@ def test_2_4_kernel_passes_are_vectorized(name):
     fn = njit(error_model="numpy")(getattr(alm, name).py_func)
     S = np.random.default_rng(0).uniform(0.1, 1.0, alm._ROWS * alm._CHUNK)
     fast = (S, 0.3, 1e-12, 10000)
+    T = np.random.default_rng(1).uniform(0.1, 1.0, alm._SROWS * alm._CHUNK)
     args = {"_bound24": (S, 0.3, True), "_fast24_s3": fast, "_fast24_s4": (*fast, alm._CHUNK),
-            "_store24": (S,)}
+            "_store24": (S,), "_screen_pass24": (T, 0.3)}
     fn(*args[name])
     asm = "\n".join(fn.inspect_asm().values())
     packed = len(re.findall(r"\bv?mulpd\b", asm))
@@ -535,3 +537,109 @@ def test_dense_cannot_win_is_sound(lam):
             if it <= 10000 and min(w) > 0:
                 assert alm._f24(*w, *z, lg) >= fp - 1e-12, (z, lg)
     assert fired > (100 if lam == 0.3 else 0)
+
+
+# ----------------------------------------------------------------------------- 2-sparse certificate
+
+
+def _around_lemma10(rng, count):
+    """Sorted non-negative groups, z3 from tied with z2 to far below it, and lam from just
+    below Lemma 10's 2-sparse threshold z3 / (z1 z2) to 4.5x above it."""
+    z = -np.sort(-rng.uniform(0.0, 1.0, (count, 4)), axis=1)
+    z[:, 2] = z[:, 1] * rng.uniform(0.0, 1.0, count) ** rng.choice([0.3, 1.0, 3.0], count)
+    z[:, 3] = z[:, 2] * rng.uniform(0.0, 1.0, count)
+    lam = z[:, 2] / (z[:, 0] * z[:, 1]) * np.exp(rng.uniform(-0.2, 1.5, count))
+    return z, lam
+
+
+def test_two_sparse_certificate_is_sound_against_the_plain_twin():
+    """docs/prox.md, "The 2-sparse certificate": where it holds, the 2-sparse candidate is a
+    global minimizer. Checked against the plain twin (every candidate solved, no shortcut) on
+    groups around Lemma 10's threshold, where 3-sparse optima appear. The same check finds
+    counterexamples to Lemma 10's necessary condition rho < 1 alone, so it would catch a
+    certificate that is too weak; and the certificate must hold on most 2-sparse optima."""
+    from sparseopt.prox.alm import certified_two_sparse_numpy
+
+    z, lam = _around_lemma10(np.random.default_rng(0), 2000)
+    two = z * np.array([1.0, 1.0, 0.0, 0.0])
+    gap = np.empty(len(z))  # f(2-sparse candidate) - f(twin's prox), >= 0 up to rounding
+    certified = np.empty(len(z), dtype=bool)
+    for g in range(len(z)):
+        ref = enum_alm_numpy(z[g], lam[g], 2, 4, 1e-12, 20000)
+        gap[g] = (prox_objective(two[g], z[g], lam[g]) - prox_objective(ref, z[g], lam[g])).item()
+        certified[g] = certified_two_sparse_numpy(z[g], lam[g]).item()
+    assert gap[certified].max() <= 1e-15
+    rho_below_1 = z[:, 2] / (lam * z[:, 0] * z[:, 1]) < 1.0
+    assert np.sum(rho_below_1 & (gap > 1e-9)) >= 5  # Lemma 10 alone would be unsound
+    optimal = gap <= 1e-12
+    assert certified.sum() >= 0.6 * optimal.sum() and optimal.sum() > 1000
+
+
+def _screen_flags(Y, lam):
+    """The Numba screen's flags (certified groups), chunk by chunk."""
+    from sparseopt.prox import alm
+
+    G = len(Y)
+    flags = np.zeros(G, dtype=bool)
+    hard = np.empty(alm._CHUNK, dtype=bool)
+    out = np.empty_like(Y)
+    for c in range(0, G, alm._CHUNK):
+        stop = min(G, c + alm._CHUNK)
+        alm._screen_chunk24(Y, c, stop, lam, out, np.zeros(G, np.int64), np.zeros(G, bool),
+                            hard)
+        flags[c:stop] = ~hard[:stop - c]
+    return flags
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_two_sparse_certificate_kernel_matches_numpy_twin(dtype):
+    """``_easy24`` (vectorized screen pass) and ``certified_two_sparse_numpy`` certify the
+    same groups: ties, zeros, -0.0, both signs, NaN and +-Inf (never certified), tiny and
+    huge scales, lam from 0.01 to 100."""
+    from sparseopt.prox.alm import certified_two_sparse_numpy
+
+    rng = np.random.default_rng(5)
+    z, _ = _around_lemma10(rng, 1500)
+    Y = np.concatenate([z * rng.choice([-1.0, 1.0], z.shape), _adversarial(4, np.float64, rng),
+                        rng.standard_normal((300, 4)) * np.array([1e-30, 1e30, 1.0])[:, None]
+                        .repeat(100, axis=0)])
+    Y = rng.permuted(Y, axis=1)
+    Y[:8] = -0.0
+    Y[8, 1], Y[9, 2], Y[10, 0] = np.nan, np.inf, -np.inf
+    Y = Y.astype(dtype)
+    for lam in [0.01, 0.3, 1.0, 4.0, 100.0]:
+        flags = _screen_flags(Y, lam)
+        np.testing.assert_array_equal(flags, certified_two_sparse_numpy(Y, lam).ravel())
+        assert not flags[8:11].any() and flags[:8].all()
+        assert 0.05 < flags.mean() < 0.99
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_two_sparse_certificate_changes_nothing(dtype):
+    """The 2:4 driver screens blocks of chunks and packs the groups left for the kernel
+    (``_solve_block24``); the result must be bit for bit the kernel's without the screen, in
+    a fresh array and in place, on blocks that take each path (uncertified first chunk:
+    the whole block; certified: packed; all certified), with no more sweeps anywhere."""
+    from sparseopt.prox import alm
+
+    rng = np.random.default_rng(17)
+    size = alm._BLOCK * alm._CHUNK
+    z, _ = _around_lemma10(rng, size)
+    hard = rng.uniform(0.5, 1.0, (size, 4))  # nearly tied: not certified at lam <= 1
+    easy = rng.standard_normal((size, 4)) * np.array([1.0, 1.0, 1e-3, 1e-3])
+    Y = np.concatenate([hard, easy, z, rng.standard_normal((size + 77, 4)),
+                        _adversarial(4, np.float64, rng)])
+    Y = (rng.permuted(Y, axis=1) * rng.choice([-1.0, 1.0], Y.shape)).astype(dtype)
+    certified_some = False
+    for lam in [0.05, 0.3, 1.0, 3.0]:
+        w, it, _ = alm._run_groups(Y, lam, 2, 1e-12, 10000)
+        w0, it0, _ = alm._run_groups(Y, lam, 2, 1e-12, 10000, screen=False)
+        np.testing.assert_array_equal(w, w0)
+        np.testing.assert_array_equal(np.signbit(w), np.signbit(w0))
+        Z = Y.copy()
+        alm._run_groups(Z, lam, 2, 1e-12, 10000, out=Z)
+        np.testing.assert_array_equal(Z, w0)
+        np.testing.assert_array_equal(np.signbit(Z), np.signbit(w0))
+        assert np.all(it <= it0)
+        certified_some |= bool(np.sum((it == 0) & (it0 > 0)) > 50)  # solves it saved
+    assert certified_some

@@ -214,8 +214,9 @@ def test_2_4_kernel_counts_nonfinite_groups_exactly(dtype):
     y[3 * 256, 3] = np.nan
     expected = len(set(rows.tolist()) | {3 * 256})
     out = np.empty_like(y)
-    count = _enum_alm_groups24(y, 0.3, 1e-12, 10000, out, np.zeros(G, np.int64),
-                               np.zeros(G, np.bool_), True)
-    assert count == expected
+    for screen in (True, False):  # with and without the 2-sparse certificate first
+        count = _enum_alm_groups24(y, 0.3, 1e-12, 10000, out, np.zeros(G, np.int64),
+                                   np.zeros(G, np.bool_), True, screen)
+        assert count == expected
     finite = np.isfinite(y).all(axis=1)
     np.testing.assert_array_equal(out[finite], prox_nm(y[finite], 0.3))
