@@ -8,8 +8,8 @@ Usage::
 
 For each layer size and schedule, ``prune(W, H, method="prox", schedule=...)`` runs once on
 a random float32 W with a correlated H (``sparseopt.problems.correlated_hessian``) while
-the inputs of its prox calls are recorded (at most ``--keep`` of them, evenly spaced along
-the path). Then ``_run_groups`` (what ``prox_nm`` calls) with the certificate and without
+the inputs of its prox calls are recorded (``--keep`` to twice that many, evenly spaced
+along the path). Then ``_run_groups`` (what ``prox_nm`` calls) with the certificate and without
 it (``screen=False``) run on those inputs in interleaved rounds, and the best of
 ``--repeat`` rounds is printed per third of the path, with the share of groups certified
 and the ratio screened / unscreened (below 1: the certificate saves time). Both give the
@@ -33,15 +33,21 @@ from sparseopt.problems import correlated_hessian
 
 
 def record_path(d_out, d_in, schedule, keep):
-    """[(groups, lam)] of the prox calls of one prox pruning run (every k-th of them)."""
+    """[(groups, lam)] of the prox calls of one prox pruning run, evenly spaced (between
+    ``keep`` and ``2 keep`` of them), and its iteration count."""
     rng = np.random.default_rng(0)
     W = rng.standard_normal((d_out, d_in)).astype(np.float32)
     H = correlated_hessian(d_in, seed=1)
-    calls = []
+    calls, seen, stride = [], [0], [1]  # every stride-th call; the stride doubles as needed
     inner = prox_module._run_groups
 
     def recording(y2d, lam, *args, **kwargs):
-        calls.append((y2d.copy(), lam))
+        if seen[0] % stride[0] == 0:
+            calls.append((y2d.copy(), lam))
+            if len(calls) > 2 * keep:
+                calls[:] = calls[::2]
+                stride[0] *= 2
+        seen[0] += 1
         return inner(y2d, lam, *args, **kwargs)
 
     prox_module._run_groups = recording  # the benchmark's probe; restored below
@@ -49,8 +55,7 @@ def record_path(d_out, d_in, schedule, keep):
         res = prune(W, H, method="prox", schedule=schedule, refine_steps=0, verbose=False)
     finally:
         prox_module._run_groups = inner
-    stride = max(1, -(-len(calls) // keep))
-    return calls[::stride], res.nit
+    return calls, res.nit
 
 
 def compare(calls, repeat):
