@@ -32,6 +32,10 @@ through rounding); docs/prox.md has the proofs:
   (2-sparse, or a converged 3-sparse one) is a KKT point of eq. 10 over w >= 0 with a
   positive definite Hessian: by Lemma 5 no interior local minimum lies below it
   (``_dense_cannot_win``).
+* **2-sparse certificate (2:4).** Before the kernel, every group is screened by a cheap
+  sufficient condition for its 2-sparse candidate to be optimal (``_easy24``; it implies
+  Lemma 10's necessary one, rho^2 = z3 / (lam z1 z2) < 1); certified groups get that
+  candidate at once and the kernel runs on the others, packed (``_solve_block24``).
 * **Newton acceleration.** Once a sweep moves no coordinate by more than 0.01 max z (0.1 in
   the 2:4 kernel), Newton steps are tried on the stationarity system of the current face
   (the positive coordinates), accepted only if the Hessian there is positive definite
@@ -40,11 +44,12 @@ through rounding); docs/prox.md has the proofs:
   stopping rule is always the sweep rule of Alg. 2, so Newton only changes how fast the
   same stationary point is reached.
 
-2:4 has its own kernel (``_solve_chunk24``): per chunk of 256 groups, a branch-free pass
-that LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``), the ALM of each
-candidate (s = 3, 4) in lock-step for the groups on its common path (``_fast24``,
-vectorized, bit for bit the scalar result; the dense candidate on the groups packed for it),
-the remaining candidate solves on local scalars, and a vectorized store pass (``_store24``).
+2:4 has its own kernel (``_solve_chunk24``, behind the screen): per chunk of 256 groups, a
+branch-free pass that LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``),
+the ALM of each candidate (s = 3, 4) in lock-step for the groups on its common path
+(``_fast24``, vectorized, bit for bit the scalar result; the dense candidate on the groups
+packed for it), the remaining candidate solves on local scalars, and a vectorized store
+pass (``_store24``).
 Every other N:M uses the generic array kernel (``_solve_chunk``). The footnote-3 shortcut of
 prox24-kubler (stop when the dense candidate is a local minimum) is not used: Corollary 6
 states the converse (if the optimum is dense then every local minimum is global), and we
@@ -1177,9 +1182,9 @@ _SCREEN_SHARE = 0.3
 
 @njit(cache=True, error_model="numpy")
 def _easy24(v1, v2, v3, v4, lam):
-    """(certified, i1, i2): whether the 2:4 prox of lam r_{2:4} at the finite group
-    (v1, v2, v3, v4) is its 2-sparse candidate by the certificate above, and the indices of
-    the two entries that candidate keeps (``_sort24``'s order, as the kernel keeps them)."""
+    """(certified, i1, i2): whether the 2:4 prox of lam r_{2:4} at the group (v1, v2, v3, v4)
+    is its 2-sparse candidate by the certificate above (never for NaN or Inf), and the
+    indices of the two entries that candidate keeps (``_sort24``'s order, as the kernel's)."""
     inline_in_llvm()
     a1, a2, a3, a4, i1, i2, _, _ = _sort24(v1, v2, v3, v4)
     finite = ((a1 <= _FINITE_MAX) & (a2 <= _FINITE_MAX) & (a3 <= _FINITE_MAX)
