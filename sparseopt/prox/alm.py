@@ -1158,7 +1158,8 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
 #     rho^2 = z3 / (lg z2) < 1  and  g(t) = z2 (1 - t) - R (1 - t^2 / rho^2) >= 0 on [0, rho],
 # where R = sqrt(z3^2 + z4^2). g is convex with its vertex at t* = z2 rho^2 / (2 R): when
 # t* >= rho its minimum on [0, rho] is g(rho) = z2 (1 - rho) > 0, else it is
-# g(t*) = z2 - R - z2^2 rho^2 / (4 R). Lemma 10's rho <= 1 is necessary; along a
+# g(t*) = z2 - R - z2^2 rho^2 / (4 R). (The kernel multiplies these tests out by lg z2 > 0
+# and R > 0: divisions cost more than the rest.) Lemma 10's rho <= 1 is necessary; along a
 # prox-gradient path this certifies nearly every group whose optimum is 2-sparse, which then
 # skips the kernel's brackets and bounds (~4 ns a group here instead of ~20).
 # --------------------------------------------------------------------------------------
@@ -1190,14 +1191,16 @@ def _easy24(v1, v2, v3, v4, lam):
     finite = ((a1 <= _FINITE_MAX) & (a2 <= _FINITE_MAX) & (a3 <= _FINITE_MAX)
               & (a4 <= _FINITE_MAX))
     scale = a1 if a1 > 0.0 else 1.0
-    z2, z3, z4 = a2 / scale, a3 / scale, a4 / scale
-    rho2 = z3 / ((lam * scale) * z2)  # z3 = 0 (nan or 0 here) is certified on its own
-    r = np.sqrt(z3 * z3 + z4 * z4)
-    q = z2 * z2 * rho2  # (z2 rho)^2
+    inv = 1.0 / scale  # one division: the tests below are multiplied out (lg z2 > 0, R > 0)
+    z2, z3, z4 = a2 * inv, a3 * inv, a4 * inv
+    lg = lam * scale
     margin = _SCREEN_MARGIN
-    g_min_ok = ((q >= 4.0 * r * r * (1.0 + margin))  # vertex t* >= rho
-                | (z2 - r - q / (4.0 * r) >= margin * z2))  # g(t*) >= 0
-    certified = (z3 == 0.0) | ((rho2 < 1.0 - margin) & g_min_ok)
+    r2 = z3 * z3 + z4 * z4
+    r = np.sqrt(r2)
+    rho_ok = z3 < (1.0 - margin) * (lg * z2)  # rho^2 = z3 / (lg z2) < 1
+    vertex = z2 * z3 >= 4.0 * r2 * (1.0 + margin) * lg  # t* >= rho: (z2 rho)^2 >= 4 R^2
+    g_min = 4.0 * r * lg * (z2 * (1.0 - margin) - r) >= z2 * z3  # g(t*) >= 0
+    certified = (z3 == 0.0) | (rho_ok & (vertex | g_min))  # z3 = 0: 2-sparse already
     return finite & certified, i1, i2
 
 
@@ -1234,18 +1237,17 @@ def _screen_chunk24(y, start, stop, lam, out, sweeps, maxed, hard):
         T[(_SY + 3) * _CHUNK + j] = y[g, 3]
     _screen_pass24(T, lam)
     count = 0
-    for j in range(n):
+    for j in range(n):  # without branches: an uncertified group gets y's own entries back
+        # (the kernel's result replaces them, and its sweeps and flag)
         easy = T[_SEASY * _CHUNK + j] != 0.0
         hard[j] = not easy
-        if easy:
-            out[start + j, 0] = T[_SOUT * _CHUNK + j]
-            out[start + j, 1] = T[(_SOUT + 1) * _CHUNK + j]
-            out[start + j, 2] = T[(_SOUT + 2) * _CHUNK + j]
-            out[start + j, 3] = T[(_SOUT + 3) * _CHUNK + j]
-            sweeps[start + j] = 0
-            maxed[start + j] = False
-        else:
-            count += 1
+        count += 0 if easy else 1
+        out[start + j, 0] = T[_SOUT * _CHUNK + j] if easy else T[_SY * _CHUNK + j]
+        out[start + j, 1] = T[(_SOUT + 1) * _CHUNK + j] if easy else T[(_SY + 1) * _CHUNK + j]
+        out[start + j, 2] = T[(_SOUT + 2) * _CHUNK + j] if easy else T[(_SY + 2) * _CHUNK + j]
+        out[start + j, 3] = T[(_SOUT + 3) * _CHUNK + j] if easy else T[(_SY + 3) * _CHUNK + j]
+        sweeps[start + j] = 0
+        maxed[start + j] = False
     return count
 
 
@@ -1555,12 +1557,15 @@ def certified_two_sparse_numpy(y, lam):
     z = -np.sort(-np.abs(groups), axis=1)
     finite = np.all(np.isfinite(groups), axis=1)
     scale = np.where(z[:, 0] > 0.0, z[:, 0], 1.0)
-    z2, z3, z4 = z[:, 1] / scale, z[:, 2] / scale, z[:, 3] / scale
+    inv = 1.0 / scale
+    z2, z3, z4 = z[:, 1] * inv, z[:, 2] * inv, z[:, 3] * inv
+    lg = lam * scale
     margin = _SCREEN_MARGIN
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        rho2 = z3 / ((lam * scale) * z2)
-        r = np.sqrt(z3 * z3 + z4 * z4)
-        q = z2 * z2 * rho2
-        g_min_ok = (q >= 4.0 * r * r * (1.0 + margin)) | (z2 - r - q / (4.0 * r) >= margin * z2)
-        certified = (z3 == 0.0) | ((rho2 < 1.0 - margin) & g_min_ok)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r2 = z3 * z3 + z4 * z4
+        r = np.sqrt(r2)
+        rho_ok = z3 < (1.0 - margin) * (lg * z2)
+        vertex = z2 * z3 >= 4.0 * r2 * (1.0 + margin) * lg
+        g_min = 4.0 * r * lg * (z2 * (1.0 - margin) - r) >= z2 * z3
+        certified = (z3 == 0.0) | (rho_ok & (vertex | g_min))
     return (finite & certified).reshape(y.shape[:-1] + (y.shape[-1] // 4,))
