@@ -643,3 +643,18 @@ def test_two_sparse_certificate_changes_nothing(dtype):
         assert np.all(it <= it0)
         certified_some |= bool(np.sum((it == 0) & (it0 > 0)) > 50)  # solves it saved
     assert certified_some
+
+
+def test_two_sparse_certificate_twin_rejects_bad_input():
+    """The twin names the bad argument: a last axis not divisible by 4, a 0-d y, lam < 0,
+    NaN or not a number."""
+    from sparseopt.prox.alm import certified_two_sparse_numpy
+
+    with pytest.raises(ValueError, match="divisible by 4"):
+        certified_two_sparse_numpy(np.ones((2, 6)), 0.3)
+    with pytest.raises(ValueError, match="divisible by 4"):
+        certified_two_sparse_numpy(np.float64(1.0), 0.3)
+    for lam in (-0.1, np.nan, np.inf, "0.3"):
+        with pytest.raises(ValueError, match="lam"):
+            certified_two_sparse_numpy(np.ones((2, 4)), lam)
+    assert certified_two_sparse_numpy(np.ones((3, 8)), 0.3).shape == (3, 2)

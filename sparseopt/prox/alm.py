@@ -62,7 +62,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..simd import inline_in_llvm, wide_vectors
-from ..validation import _FINITE_MAX, check_finite  # |v| <= _FINITE_MAX: v is finite
+from ..validation import _FINITE_MAX, check_finite, check_real  # |v| <= _FINITE_MAX: finite
 
 __all__ = [
     "enum_alm_sorted",
@@ -1551,8 +1551,17 @@ def certified_two_sparse_numpy(y, lam):
     Returns
     -------
     ndarray of bool, one entry per group (shape ``y.shape[:-1] + (y.shape[-1] // 4,)``)
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is 0-d or its last axis is not divisible by 4, or ``lam`` is not a finite
+        number >= 0. (NaN and Inf in ``y`` are allowed: such groups are not certified.)
     """
     y = np.asarray(y)
+    if y.ndim == 0 or y.shape[-1] % 4:
+        raise ValueError(f"y must have a last axis divisible by 4, got shape {y.shape}")
+    lam = check_real(lam, "lam")
     groups = y.reshape(-1, 4).astype(np.float64)
     z = -np.sort(-np.abs(groups), axis=1)
     finite = np.all(np.isfinite(groups), axis=1)

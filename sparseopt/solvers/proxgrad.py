@@ -289,8 +289,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc=desc, unit="it")
-    _, stop = in_pattern(x)
-    stop = stop if min_iter == 0 else False
+    stop = min_iter == 0 and in_pattern(x)[1]  # with min_iter the start is not tested
     y, t, restarts = x, 1.0, 0
     # NumPy: the gradient, the step and the prox write into one work array, the iterates
     # rotate through a few more (x is the loop's own copy, so it may be reused too)
