@@ -16,7 +16,7 @@ from numba import njit
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 
-__all__ = ["lambda_max", "spectral_norm", "gram_lambda_max", "frob_inner", "cholesky_pd",
+__all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner", "cholesky_pd",
            "woodbury_factor", "woodbury_solve", "inverse_hessian_factor", "cholesky_ok",
            "sum_in_order", "DENSE_EIG_MAX"]
 
@@ -45,6 +45,36 @@ def lambda_max(H) -> float:
 
     v0 = np.ones(d) / np.sqrt(d)
     return float(eigsh(H, k=1, which="LA", tol=1e-10, v0=v0, return_eigenvectors=False)[0])
+
+
+def top_eigenpairs(H, k: int):
+    """The ``k`` largest eigenvalues of the symmetric matrix ``H`` (ascending, float64) and
+    their orthonormal eigenvectors (columns, float64), in H's array library and device.
+
+    The same solvers as :func:`lambda_max`: dense LAPACK (``eigh`` with ``subset_by_index``)
+    up to d = :data:`DENSE_EIG_MAX`, Lanczos (``eigsh``, fixed start: deterministic) beyond,
+    and the full ``eigh`` of the tensor's library in float64 on an accelerator.
+    """
+    d = H.shape[0]
+    if not 1 <= k <= d:
+        raise ValueError(f"k must be between 1 and {d} (the size of H), got {k!r}")
+    if not numpy_path(H):
+        xp = namespace(H)
+        w, V = xp.linalg.eigh(xp.astype(H, xp.float64))
+        return w[d - k:], V[:, d - k:]
+    H64 = np.asarray(as_numpy(H), dtype=np.float64)
+    if d <= DENSE_EIG_MAX or k >= d - 1:
+        w, V = scipy.linalg.eigh(H64, subset_by_index=[d - k, d - 1])
+    else:
+        from scipy.sparse.linalg import eigsh  # only for large matrices
+
+        w, V = eigsh(H64, k=k, which="LA", tol=1e-10, v0=np.ones(d) / np.sqrt(d))
+        order = np.argsort(w)
+        w, V = w[order], V[:, order]
+    if isinstance(H, np.ndarray):
+        return w, V
+    xp = namespace(H)  # a CPU tensor: back to its library
+    return xp.asarray(w), xp.asarray(V)
 
 
 def spectral_norm(A) -> float:

@@ -1,0 +1,160 @@
+"""Prox pruning with the clipped Hessian in the gradient steps (``prune(..., clip=k)``):
+the eigenpairs, the clipped spectrum, an independent NumPy loop, the true loss in the
+history, the loss against the default on layers with outlier eigenvalues, bad values."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sparseopt import NM, prune
+from sparseopt.layer import layer_loss
+from sparseopt.layer.prox import SCHEDULES, clip_hessian, rescale_wanda
+from sparseopt.linalg import DENSE_EIG_MAX, top_eigenpairs
+from sparseopt.prox import prox_nm
+
+from test_layer_core import assert_valid_result, random_layer
+
+
+def powerlaw_layer(rng, d_out, d_in, alpha=1.5):
+    """A layer whose Hessian has the eigenvalues i^-alpha (random eigenvectors, random input
+    scales): a few stiff directions above a long tail, as on the MiniLM layers (after the
+    rescaling there, e.g. 12.6, 9.9, 8.8, ... against a median of 0.46), the case ``clip``
+    is for."""
+    Q, _ = np.linalg.qr(rng.standard_normal((d_in, d_in)))
+    H = (Q * np.arange(1, d_in + 1) ** -alpha) @ Q.T
+    s = rng.uniform(0.5, 2.0, d_in)
+    return rng.standard_normal((d_out, d_in)), H * s[:, None] * s[None, :]
+
+
+@pytest.mark.parametrize("d", [40, DENSE_EIG_MAX + 76])
+def test_top_eigenpairs_against_eigh(d):
+    """The dense (d <= DENSE_EIG_MAX) and the Lanczos path against numpy.linalg.eigh:
+    eigenvalues to 1e-9 relative, eigenvectors up to sign; a CPU tensor gets the same."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    _, H, _ = random_layer(rng, 1, d, corr=1.0)
+    w_ref, V_ref = np.linalg.eigh(H)
+    for k in (1, 5):
+        w, V = top_eigenpairs(H, k)
+        np.testing.assert_allclose(w, w_ref[-k:], rtol=1e-9)
+        np.testing.assert_allclose(np.abs(V.T @ V_ref[:, -k:]), np.eye(k), atol=1e-6)
+        wt, Vt = top_eigenpairs(torch.from_numpy(H), k)
+        assert isinstance(wt, torch.Tensor) and isinstance(Vt, torch.Tensor)
+        np.testing.assert_array_equal(wt.numpy(), w)
+        np.testing.assert_array_equal(Vt.numpy(), V)
+    for k in (0, d + 1):
+        with pytest.raises(ValueError, match="k must be between 1 and"):
+            top_eigenpairs(H, k)
+
+
+def test_clip_hessian_spectrum():
+    """H_clip has the eigenvalues min(lambda_i, lambda_{k+1}) and H's eigenvectors; ``top``
+    is gamma_max(H), ``level`` gamma_max(H_clip); a rank-k H cannot be clipped k deep."""
+    rng = np.random.default_rng(1)
+    _, H = powerlaw_layer(rng, 1, 32)
+    w, V = np.linalg.eigh(H)
+    for k in (1, 4, 31):
+        H_clip, Vk, c, top, level = clip_hessian(H, k)
+        assert Vk.shape == (32, k) and c.shape == (k,) and np.all(c >= 0)
+        np.testing.assert_array_equal(H_clip, H_clip.T)
+        assert top == pytest.approx(w[-1], rel=1e-12)
+        assert level == pytest.approx(w[-k - 1], rel=1e-12)
+        np.testing.assert_allclose(np.diag(V.T @ H_clip @ V), np.minimum(w, w[-k - 1]),
+                                   atol=1e-12 * w[-1])
+    u = rng.standard_normal((3, 32))
+    with pytest.raises(ValueError, match="clip=3 leaves no curvature"):
+        clip_hessian(u.T @ u, 3)  # rank 3
+
+
+def _reference(W_star, H, k, beta, steps=3000):
+    """The fast schedule with the clipped Hessian as a plain NumPy loop, written from the
+    method's definition (eigenvalues by numpy.linalg.eigh, not by top_eigenpairs)."""
+    s = SCHEDULES["fast"]
+    Wt, Ht, sc = rescale_wanda(W_star, H)
+    w, V = np.linalg.eigh(Ht)
+    eta0, eta = 1 / (2 * w[-1]), 1 / (2 * w[-k - 1])
+    Hc = V @ np.diag(np.minimum(w, w[-k - 1])) @ V.T
+    x, y, t, lam = Wt.copy(), Wt, 1.0, 0.01
+    for it in range(1, steps + 1):
+        x_new = prox_nm(y - eta * (2 * (y - Wt) @ Hc), lam * eta / eta0)
+        frac = NM(2, 4).satisfied_fraction(x_new)
+        if frac == 1.0:
+            return x_new / sc[None, :], it
+        lam *= s["beta_start"] if frac < 0.001 else s["beta_tail"] if frac >= 0.98 else beta
+        t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
+        if np.sum((y - x_new) * (x_new - x)) > 0:  # gradient restart
+            y, t_new = x_new, (1 + math.sqrt(5)) / 2
+        else:
+            y = x_new + (t - 1) / t_new * (x_new - x)
+        x, t = x_new, t_new
+    raise AssertionError("the reference did not reach the pattern")
+
+
+@pytest.mark.parametrize("k,beta", [(1, 1.055), (6, 1.12)])
+def test_prox_clip_against_a_plain_numpy_loop(k, beta):
+    """prune(clip=k) follows the reference loop: same iterations, same mask, same weights
+    (to rounding: the eigenvalues come from different LAPACK routines)."""
+    rng = np.random.default_rng(2)
+    W_star, H = powerlaw_layer(rng, 6, 32)
+    res = prune(W_star, H, method="prox", clip=k, beta=beta)
+    x_ref, nit = _reference(W_star, H, k, beta)
+    assert res.nit == nit and res.info["clip"] == k
+    np.testing.assert_array_equal(res.mask, NM(2, 4).mask(x_ref))
+    np.testing.assert_allclose(res.W, np.where(res.mask, x_ref, 0.0), rtol=1e-7, atol=1e-12)
+
+
+def test_prox_clip_history_is_the_true_loss_and_the_schedule():
+    """With clip the history's loss is L itself (not the clipped surrogate's), and ``lam``
+    is the schedule's lambda_k (the prox's lambda_k eta / eta_0 scaled back)."""
+    rng = np.random.default_rng(3)
+    W_star, H = powerlaw_layer(rng, 4, 32)
+    res = prune(W_star, H, method="prox", clip=4, lam0=0.02, beta=1.05, schedule="paper")
+    h, K = res.history, res.nit
+    assert h["loss"][-1] == pytest.approx(res.loss, rel=1e-9)
+    np.testing.assert_allclose(h["lam"], 0.02 * 1.05 ** np.arange(K), rtol=1e-12)
+    assert res.info["lam_final"] == pytest.approx(h["lam"][-1])
+    # the surrogate's value at the final W is below L there: the history is not it
+    Wt, Ht, sc = rescale_wanda(W_star, H)
+    H_clip = clip_hessian(Ht, 4)[0]
+    assert layer_loss(res.W * sc[None, :], Wt, H_clip) < 0.99 * h["loss"][-1]
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_prox_clip_lowers_the_loss_on_powerlaw_spectra(lib, dtype):
+    """The claim behind the option (docs/layer.md): on layers with a power-law spectrum
+    (alpha = 1.5) clip=8 ends +GD below the default's loss on each of four seeds (0.89-0.94x
+    measured in float64) and 3% below on average, in at least 10% fewer iterations on
+    average; a valid N:M result in W's dtype and library."""
+    rng = np.random.default_rng(4)
+    ratios, its = [], []
+    for _ in range(4):
+        W_star, H = powerlaw_layer(rng, 16, 64)
+        W_star = W_star.astype(dtype)
+        if lib == "torch":
+            torch = pytest.importorskip("torch")
+            W_star, H = torch.from_numpy(W_star), torch.from_numpy(H)
+        base = prune(W_star, H, method="prox", refine_steps=300)
+        clip = prune(W_star, H, method="prox", refine_steps=300, clip=8)
+        assert type(clip.W) is type(W_star) and clip.W.dtype == W_star.dtype
+        if lib == "numpy":
+            assert_valid_result(clip, W_star, H, NM(2, 4))
+        else:
+            assert NM(2, 4).satisfied(clip.W.numpy()) and NM(2, 4).satisfied(clip.mask.numpy())
+        ratios.append(clip.loss / base.loss)
+        its.append(clip.nit / base.nit)
+    assert np.mean(ratios) < 0.97 and max(ratios) < 1.0, ratios
+    assert np.mean(its) <= 0.9, its
+
+
+def test_prox_clip_bad_values():
+    W = np.ones((1, 8))
+    H = np.eye(8) + 0.1
+    for bad in (-1, 1.5, "2"):
+        with pytest.raises((ValueError, TypeError), match="clip"):
+            prune(W, H, method="prox", clip=bad)
+    with pytest.raises(ValueError, match="clip must be below d_in = 8"):
+        prune(W, H, method="prox", clip=8)
+    with pytest.raises(ValueError, match="clip=2 leaves no curvature"):
+        prune(W, np.ones((8, 8)), method="prox", clip=2)  # rank 1
