@@ -67,11 +67,12 @@ def main(argv=None):
     if synthetic != "none":
         d_out, d_in = parse_size(synthetic)
         rng = np.random.default_rng(0)
-        layers[f"synthetic {d_out}x{d_in}"] = (
-            rng.standard_normal((d_out, d_in)).astype(np.float32), correlated_hessian(d_in, seed=1))
+        W = rng.standard_normal((d_out, d_in)).astype(np.float32)
+        layers[f"synthetic {d_out}x{d_in}"] = (W, correlated_hessian(d_in, seed=1))
     # Numba compiles (or loads its cache) at the first call: a small layer first
     rng = np.random.default_rng(1)
-    run_layer(rng.standard_normal((16, 128)).astype(np.float32), correlated_hessian(128, seed=2), 2)
+    run_layer(rng.standard_normal((16, 128)).astype(np.float32), correlated_hessian(128, seed=2),
+              2)
     print(f"loss: relative local loss after +{args.gd} GD; ratio: to default; its: iterations; "
           "P: cost until the mask in W @ H products of the layer")
     print(f"{'layer':40s}" + "".join(f" | {label:>12s} {'ratio':>6s} {'its':>4s} {'P':>5s}"

@@ -16,9 +16,9 @@ from numba import njit
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 
-__all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner", "cholesky_pd",
-           "woodbury_factor", "woodbury_solve", "inverse_hessian_factor", "cholesky_ok",
-           "sum_in_order", "DENSE_EIG_MAX"]
+__all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
+           "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
+           "cholesky_ok", "sum_in_order", "DENSE_EIG_MAX"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.

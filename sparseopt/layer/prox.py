@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..backend import device, namespace, zero
+from ..linalg import top_eigenpairs
 from ..patterns import NM
 from ..validation import check_int, check_real
 from .loss import gamma_max
-from ..linalg import top_eigenpairs
 from .registry import register
 from .result import PruneResult
 
@@ -332,7 +332,8 @@ def prox_prune(
     if start != "dense":  # a warm start is N:M already: at least one step off it
         x0 = _warm_start(start, W, H, pattern) * xp.astype(s[None, :], dt)
         min_iter = min(max_iter, 1)
-    res = proximal_gradient(f, reg, lam0=float(lam0) * lam_scale, beta=float(beta), step=eta,
+    res = proximal_gradient(f, reg, lam0=float(lam0) * lam_scale, beta=float(beta),
+                            step=eta,
                             x0=x0, max_iter=max_iter, min_iter=min_iter,
                             pattern=pattern, tail_tol=tail_tol,
                             momentum=None if momentum == "plain" else momentum,
@@ -354,7 +355,8 @@ def prox_prune(
         "beta": float(beta), "beta_start": res.info["beta_start"],
         "beta_tail": res.info["beta_tail"], "momentum": momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"] / lam_scale,
-        "eta": eta, "clip": clip, "rescale": bool(rescale), "prox_method": prox_method, "start": start,
+        "eta": eta, "clip": clip, "rescale": bool(rescale), "prox_method": prox_method,
+        "start": start,
         "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),
     }
     history = {key: res.history[key] for key in ("lam", "loss", "nm_fraction", "time")}
