@@ -53,9 +53,14 @@ def top_eigenpairs(H, k: int):
 
     The same solvers as :func:`lambda_max`: dense LAPACK (``eigh`` with ``subset_by_index``)
     up to d = :data:`DENSE_EIG_MAX`, Lanczos (``eigsh``, fixed start: deterministic) beyond,
-    and the full ``eigh`` of the tensor's library in float64 on an accelerator.
+    and the full ``eigh`` of the tensor's library in float64 on an accelerator. Raises
+    ValueError for an ``H`` that is not a finite square matrix and a ``k`` outside [1, d].
     """
+    from .validation import check_int, check_square
+
+    H = check_square(H, "H")
     d = H.shape[0]
+    k = check_int(k, "k")
     if not 1 <= k <= d:
         raise ValueError(f"k must be between 1 and {d} (the size of H), got {k!r}")
     if not numpy_path(H):

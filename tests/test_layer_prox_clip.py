@@ -46,6 +46,14 @@ def test_top_eigenpairs_against_eigh(d):
     for k in (0, d + 1):
         with pytest.raises(ValueError, match="k must be between 1 and"):
             top_eigenpairs(H, k)
+    with pytest.raises(ValueError, match="k must be an integer"):
+        top_eigenpairs(H, 1.5)
+    with pytest.raises(ValueError, match="H must be a square 2-D array"):
+        top_eigenpairs(H[:, :-1], 1)
+    H_nan = H.copy()
+    H_nan[0, 1] = np.nan
+    with pytest.raises(ValueError, match="H"):
+        top_eigenpairs(H_nan, 1)
 
 
 def test_clip_hessian_spectrum():
@@ -62,6 +70,9 @@ def test_clip_hessian_spectrum():
         assert level == pytest.approx(w[-k - 1], rel=1e-12)
         np.testing.assert_allclose(np.diag(V.T @ H_clip @ V), np.minimum(w, w[-k - 1]),
                                    atol=1e-12 * w[-1])
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="k must be >= 1"):
+            clip_hessian(H, bad)
     u = rng.standard_normal((3, 32))
     with pytest.raises(ValueError, match="clip=3 leaves no curvature"):
         clip_hessian(u.T @ u, 3)  # rank 3

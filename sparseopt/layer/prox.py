@@ -62,6 +62,7 @@ def clip_hessian(H, k):
     gamma_max(H_clip). Raises ValueError when ``level`` is zero up to rounding (d eps
     gamma_max(H)): rank(H) <= k.
     """
+    k = check_int(k, "k", minimum=1)
     xp = namespace(H)
     w, V = top_eigenpairs(H, k + 1)  # ascending: w[0] is the (k+1)-th largest
     level, top = float(w[0]), float(w[-1])
