@@ -14,7 +14,9 @@ Rows (every figure measured in this run, on this machine):
   (lambda_0 = 0.01, beta = 1.01, plain proximal gradient, prox24-kubler Alg. 2);
 - ``fista``: ``prune(method="prox")``, the default schedule ``"fast"``
   (``sparseopt.layer.prox.SCHEDULES``: FISTA momentum, ``beta_start=1.2, beta=1.055,
-  beta_tail=1.5``, :func:`sparseopt.solvers.proximal_gradient`);
+  beta_tail=1.5``, :func:`sparseopt.solvers.proximal_gradient`; and ``clip="auto"``: on
+  layers whose rescaled Hessian has outlier eigenvalues the steps clip the largest 64 and
+  lambda grows by ``beta_clip=1.12``; the ``clip`` column says how many were clipped);
 - ``sparsegpt``: ``prune(method="sparsegpt")``.
 
 Each is followed by ``--gd`` masked gradient steps (eq. 5, default 1000, the paper's), and
@@ -93,6 +95,7 @@ def run_layer(W, H, gd, start=None):
         seconds = time.perf_counter() - t0
         # the method alone (prox until N:M, the SparseGPT sweep), before "+GD", in products
         rows[label] = {"rel_loss": res.rel_loss, "nit": res.nit, "seconds": seconds,
+                       "clip": res.info.get("clip", 0),
                        "products": seconds / t_prod,
                        "mask_products": res.method_time / t_prod}
     return t_prod, rows
@@ -125,7 +128,7 @@ def main(argv=None):
     head = (f"{'layer':42s} {'paper loss':>10s} {'its':>5s} {'fista loss':>10s} {'its':>4s} "
             f"{'ratio':>6s} {'sgpt+GD':>9s} {'sgpt+100':>9s} {'paper P':>8s} {'fista P':>8s} "
             f"{'sgpt P':>7s} {'paper s':>8s} {'fista s':>8s} {'sgpt+GD s':>9s} "
-            f"{'fista/sgpt':>10s}")
+            f"{'fista/sgpt':>10s} {'clip':>4s}")
     print("P: the method's cost until the N:M mask (before +GD) in W @ H products of the layer;"
           " s: seconds including +GD")
     if args.start:
@@ -151,7 +154,8 @@ def main(argv=None):
               f"{f['nit']:4d} {ratio:6.4f} {s['rel_loss']:9.5f} {s100['rel_loss']:9.5f} "
               f"{p['mask_products']:8.0f} {f['mask_products']:8.0f} {s['mask_products']:7.1f} "
               f"{p['seconds']:8.2f} {f['seconds']:8.2f} {s['seconds']:9.2f} "
-              f"{f['seconds'] / s['seconds']:10.2f}" + warm_columns(r, p, f), flush=True)
+              f"{f['seconds'] / s['seconds']:10.2f} {f['clip']:4d}" + warm_columns(r, p, f),
+              flush=True)
         if args.start:
             w = r["warm"]
             warm.append((w["rel_loss"] / p["rel_loss"], w["rel_loss"] / f["rel_loss"],

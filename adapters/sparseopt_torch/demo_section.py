@@ -37,11 +37,11 @@ def section(out_dir, quick=False) -> str:
         config = ExperimentConfig.make(n_calib=128, n_eval=256, batch_size=16, max_length=64,
                                        refine_steps=100)
         # not prox-paper: Alg. 2's beta = 1.01 takes 750-1050 iterations per MiniLM layer;
-        # not prox-sparsegpt and prox-clip, which would add ~45 s and ~25 s (`sparseopt
+        # not prox-sparsegpt and prox-noclip, which would add ~45 s and ~25 s (`sparseopt
         # prune --model minilm --method prox-paper --method prox-sparsegpt --method
-        # prox-clip` runs them)
+        # prox-noclip` runs them)
         methods = tuple(r for r in all_runs()
-                        if r not in ("prox-paper", "prox-sparsegpt", "prox-clip"))
+                        if r not in ("prox-paper", "prox-sparsegpt", "prox-noclip"))
         options, e2e = DEMO_OPTIONS, DEMO_PROXSPARSE
     st = load_minilm("cpu")
     # the dense Hessians are collected once, for the layer-wise runs and ProxSparse's losses

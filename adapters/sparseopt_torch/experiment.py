@@ -40,14 +40,14 @@ def all_methods() -> tuple:
 #: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
 #: pruner with the paper's schedule (prox24-kubler Alg. 2 as published, beta 1.01; the
 #: default schedule of ``prox`` is the faster ``"fast"``, :data:`sparseopt.layer.prox.SCHEDULES`),
-#: from SparseGPT's weights (the warm start ``start="sparsegpt"``, issue 12), with the
-#: clipped Hessian in the steps and lambda grown by 1.12 (``clip=64``, about half the
-#: iterations, ``docs/layer.md``; needs d_in > 64) and with the App. C regularizers
+#: from SparseGPT's weights (the warm start ``start="sparsegpt"``, issue 12), without the
+#: clipped Hessian that the default applies to layers with outlier eigenvalues (``clip=0``,
+#: the default until 2026-11-27, ``docs/layer.md``) and with the App. C regularizers
 #: (prox24-kubler Table 2, rows L0 / L1 / L2).
 VARIANTS = {
     "prox-paper": ("prox", {"schedule": "paper"}),
     "prox-sparsegpt": ("prox", {"start": "sparsegpt"}),
-    "prox-clip": ("prox", {"clip": 64, "beta": 1.12}),
+    "prox-noclip": ("prox", {"clip": 0}),
     "prox-R0": ("prox", {"regularizer": "R0"}),
     "prox-R1": ("prox", {"regularizer": "R1"}),
     "prox-R2": ("prox", {"regularizer": "R2"}),

@@ -82,9 +82,14 @@ def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
     assert paper.method == fast.method == "prox"
     for rec, name in ((paper, "paper"), (fast, "fast")):  # the variant's options arrived
         assert rec.info["schedule"] == name
-        for key, value in SCHEDULES[name].items():
-            if value is not None:
-                assert rec.info[key] == value, key
+        schedule = SCHEDULES[name]
+        for key in ("momentum", "beta_start", "beta_tail"):
+            if schedule[key] is not None:
+                assert rec.info[key] == schedule[key], key
+        # the growth while the groups decide: beta_clip where the steps were clipped
+        clipped = rec.info["clip"] > 0 and schedule["beta_clip"] is not None
+        assert rec.info["beta"] == schedule["beta_clip" if clipped else "beta"]
+        assert rec.info["clip_auto"] == (schedule["clip"] == "auto")
         assert rec.info["stop_reason"] == "W is N:M"
     assert fast.info["nit"] < paper.info["nit"]
 
