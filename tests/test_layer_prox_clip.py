@@ -210,6 +210,10 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     assert res.nit == ref.nit
     beta = prune(W_star, H, method="prox", beta=1.08)
     assert beta.info["clip"] == k and beta.info["beta"] == 1.08
+    # measured for r_{N:M} only: the App. C regularizers keep the unclipped steps
+    for reg in ("R0", "R1", "R2"):
+        res = prune(W_star, H, method="prox", regularizer=reg)
+        assert res.info["clip"] == 0 and res.info["beta"] == 1.055, reg
     # no outliers: the unclipped fast schedule
     H = correlated_hessian(128, seed=1)
     res, ref = prune(W_star, H, method="prox"), prune(W_star, H, method="prox", clip=0)
