@@ -6,7 +6,8 @@ it out.
 
 Modest settings, for a demo of a few minutes on 2 cores (on 2026-11-25 the whole demo took
 3 min 36 s on one 2-core machine and 5 min 57 s on another; on 2026-11-26, on the second,
-4 min 54 s and 5 min 21 s; docs/benchmarks.md): 128 calibration
+4 min 54 s and 5 min 21 s; on 2026-11-27, with the clipped prox default, 3 min 18 s on a
+third; docs/benchmarks.md): 128 calibration
 and 256 held-out sentences of at most 64 tokens, 100 masked gradient steps, prox with its default
 ("fast") schedule, and the shorter mAIHT / I-OBS settings of
 :data:`~sparseopt_torch.experiment.DEMO_OPTIONS`. ``quick`` (used by the tests)
