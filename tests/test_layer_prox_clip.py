@@ -195,6 +195,27 @@ def test_auto_clip_switches_on_at_the_outlier_test():
     assert auto_clip(np.eye(3)) == 0  # d // 4 = 0: nothing to clip
 
 
+def test_auto_clip_certificate_agrees_with_the_exact_test(monkeypatch):
+    """Without ``top``, auto_clip first tries Rayleigh quotients of power iterations (lower
+    bounds of gamma_max): its decision equals the exact test's on spectra on both sides of
+    the threshold, and on a layer with clear outliers it needs no gamma_max at all."""
+    import sparseopt.layer.prox as prox_module
+
+    rng = np.random.default_rng(8)
+    for _ in range(40):
+        d = int(rng.integers(8, 80))
+        Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        w = rng.uniform(0.0, 2.0, d)
+        w[-1] = rng.uniform(0.5, 1.5) * AUTO_CLIP_OUTLIER * w.mean()  # near the threshold
+        H = (Q * w) @ Q.T
+        assert auto_clip(H) == auto_clip(H, top=float(np.linalg.eigvalsh(H)[-1]))
+    calls = []
+    monkeypatch.setattr(prox_module, "gamma_max", lambda H: calls.append(1) or 1.0)
+    _, H = powerlaw_layer(rng, 1, 256)
+    assert auto_clip(rescale_wanda(np.ones((1, 256)), H)[1]) == AUTO_CLIP and not calls
+    assert auto_clip(np.zeros((8, 8))) == 0 and not calls  # tr H = 0: nothing to test
+
+
 def test_default_is_the_clipped_run_where_auto_clip_is_on():
     """The fast default with clip="auto" is prune(clip=k, beta=beta_clip) where the outlier
     test passes (bit for bit), and prune(clip=0) where it does not or where H has rank <= k;
