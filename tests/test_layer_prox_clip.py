@@ -229,6 +229,11 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     assert res.info["clip"] == k and res.info["clip_auto"] and res.info["beta"] == 1.12
     np.testing.assert_array_equal(res.W, ref.W)
     assert res.nit == ref.nit
+    torch = pytest.importorskip("torch")  # the same rule on tensors (the torch path)
+    res_t = prune(torch.from_numpy(W_star), torch.from_numpy(H), method="prox")
+    assert res_t.info["clip"] == k and res_t.info["beta"] == 1.12
+    np.testing.assert_array_equal(res_t.mask.numpy(), res.mask)
+    np.testing.assert_allclose(res_t.W.numpy(), res.W, rtol=1e-7, atol=1e-12)
     beta = prune(W_star, H, method="prox", beta=1.08)
     assert beta.info["clip"] == k and beta.info["beta"] == 1.08
     # measured for r_{N:M} only: the App. C regularizers keep the unclipped steps
