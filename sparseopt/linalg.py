@@ -1,4 +1,5 @@
-"""The small linear algebra every module shares: lambda_max of a symmetric matrix, Cholesky
+"""The small linear algebra every module shares: lambda_max and the top eigenpairs of a
+symmetric matrix (one dispatch, `_largest_eigen`), Cholesky
 factors (the damped inverse factor of SparseGPT / OBS, the numerically positive definite
 factor of the Newton steps), the Woodbury solve of I-OBS, float64 inner products of float32
 data.
@@ -30,31 +31,22 @@ def lambda_max(H) -> float:
 
     Dense LAPACK (``eigh`` with ``subset_by_index``) up to d = :data:`DENSE_EIG_MAX`, Lanczos
     (``eigsh``, fixed start: deterministic) beyond; ``torch.linalg.eigvalsh`` in float64 for
-    tensors on an accelerator.
+    tensors on an accelerator (:func:`_largest_eigen`).
     """
-    d = H.shape[0]
-    if d == 0:
+    if H.shape[0] == 0:
         return 0.0
-    if not numpy_path(H):
-        xp = namespace(H)
-        return float(xp.linalg.eigvalsh(xp.astype(H, xp.float64))[-1])
-    H = np.asarray(as_numpy(H), dtype=np.float64)
-    if d <= DENSE_EIG_MAX:
-        return float(scipy.linalg.eigh(H, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
-    from scipy.sparse.linalg import eigsh  # only for large matrices
-
-    v0 = np.ones(d) / np.sqrt(d)
-    return float(eigsh(H, k=1, which="LA", tol=1e-10, v0=v0, return_eigenvectors=False)[0])
+    return float(_largest_eigen(H, 1, vectors=False)[0][-1])
 
 
 def top_eigenpairs(H, k: int):
     """The ``k`` largest eigenvalues of the symmetric matrix ``H`` (ascending, float64) and
     their orthonormal eigenvectors (columns, float64), in H's array library and device.
 
-    The same solvers as :func:`lambda_max`: dense LAPACK (``eigh`` with ``subset_by_index``)
-    up to d = :data:`DENSE_EIG_MAX`, Lanczos (``eigsh``, fixed start: deterministic) beyond,
-    and the full ``eigh`` of the tensor's library in float64 on an accelerator. Raises
-    ValueError for an ``H`` that is not a finite square matrix and a ``k`` outside [1, d].
+    The same solvers as :func:`lambda_max` (:func:`_largest_eigen`): dense LAPACK (``eigh``
+    with ``subset_by_index``) up to d = :data:`DENSE_EIG_MAX`, Lanczos (``eigsh``, fixed
+    start: deterministic) beyond, and the full ``eigh`` of the tensor's library in float64
+    on an accelerator. Raises ValueError for an ``H`` that is not a finite square matrix and
+    a ``k`` outside [1, d].
     """
     from .validation import check_int, check_square
 
@@ -63,23 +55,38 @@ def top_eigenpairs(H, k: int):
     k = check_int(k, "k")
     if not 1 <= k <= d:
         raise ValueError(f"k must be between 1 and {d} (the size of H), got {k!r}")
-    if not numpy_path(H):
-        xp = namespace(H)
-        w, V = xp.linalg.eigh(xp.astype(H, xp.float64))
-        return w[d - k:], V[:, d - k:]
-    H64 = np.asarray(as_numpy(H), dtype=np.float64)
-    if d <= DENSE_EIG_MAX or k >= d - 1:
-        w, V = scipy.linalg.eigh(H64, subset_by_index=[d - k, d - 1])
-    else:
-        from scipy.sparse.linalg import eigsh  # only for large matrices
-
-        w, V = eigsh(H64, k=k, which="LA", tol=1e-10, v0=np.ones(d) / np.sqrt(d))
-        order = np.argsort(w)
-        w, V = w[order], V[:, order]
-    if isinstance(H, np.ndarray):
+    w, V = _largest_eigen(H, k, vectors=True)
+    if isinstance(H, np.ndarray) or not numpy_path(H):
         return w, V
     xp = namespace(H)  # a CPU tensor: back to its library
     return xp.asarray(w), xp.asarray(V)
+
+
+def _largest_eigen(H, k: int, *, vectors: bool):
+    """(the k largest eigenvalues of the symmetric H, ascending, float64; their eigenvectors
+    or None): the one dispatch of :func:`lambda_max` and :func:`top_eigenpairs`. NumPy
+    arrays and CPU tensors: LAPACK's subset ``eigh`` up to d = :data:`DENSE_EIG_MAX` (or
+    k >= d - 1), Lanczos (``eigsh``, tol 1e-10, start ones / sqrt(d)) beyond, as NumPy
+    arrays; tensors on an accelerator: the library's ``eigvalsh`` / ``eigh`` in float64."""
+    d = H.shape[0]
+    if not numpy_path(H):
+        xp = namespace(H)
+        H64 = xp.astype(H, xp.float64)
+        if not vectors:
+            return xp.linalg.eigvalsh(H64)[d - k:], None
+        w, V = xp.linalg.eigh(H64)
+        return w[d - k:], V[:, d - k:]
+    H64 = np.asarray(as_numpy(H), dtype=np.float64)
+    if d <= DENSE_EIG_MAX or k >= d - 1:
+        out = scipy.linalg.eigh(H64, eigvals_only=not vectors, subset_by_index=[d - k, d - 1])
+        return (out, None) if not vectors else out
+    from scipy.sparse.linalg import eigsh  # only for large matrices
+
+    out = eigsh(H64, k=k, which="LA", tol=1e-10, v0=np.ones(d) / np.sqrt(d),
+                return_eigenvectors=vectors)
+    w, V = out if vectors else (out, None)
+    order = np.argsort(w)
+    return w[order], (V[:, order] if vectors else None)
 
 
 def spectral_norm(A) -> float:
