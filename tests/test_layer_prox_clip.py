@@ -170,6 +170,9 @@ def test_prox_clip_bad_values():
     for bad in (1.0, 0.5, float("nan")):
         with pytest.raises(ValueError, match="beta_clip"):
             prune(W, H, method="prox", beta_clip=bad)
+    for bad in ("Auto", "none"):
+        with pytest.raises(ValueError, match="clip must be a non-negative integer or 'auto'"):
+            prune(W, H, method="prox", clip=bad)
     with pytest.raises(ValueError, match="clip must be below d_in = 8"):
         prune(W, H, method="prox", clip=8)
     with pytest.raises(ValueError, match="clip=2 leaves no curvature"):
@@ -227,6 +230,7 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     res = prune(W_star, H, method="prox")
     ref = prune(W_star, H, method="prox", clip=k, beta=SCHEDULES["fast"]["beta_clip"])
     assert res.info["clip"] == k and res.info["clip_auto"] and res.info["beta"] == 1.12
+    assert res.info["beta_clip"] == 1.12
     np.testing.assert_array_equal(res.W, ref.W)
     assert res.nit == ref.nit
     torch = pytest.importorskip("torch")  # the same rule on tensors (the torch path)
@@ -236,6 +240,7 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     np.testing.assert_allclose(res_t.W.numpy(), res.W, rtol=1e-7, atol=1e-12)
     beta = prune(W_star, H, method="prox", beta=1.08)
     assert beta.info["clip"] == k and beta.info["beta"] == 1.08
+    assert beta.info["beta_clip"] is None  # not applied
     # measured for r_{N:M} only: the App. C regularizers keep the unclipped steps
     for reg in ("R0", "R1", "R2"):
         res = prune(W_star, H, method="prox", regularizer=reg)

@@ -119,7 +119,8 @@ def _auto_clip(H, top=None):
     the test first tries a certificate: the Rayleigh quotients of a few power iterations
     from a fixed start are lower bounds of gamma_max, and one of them at or above the
     threshold proves the test passed. Only where none is does gamma_max decide (and is
-    returned for the step). The decision is always that of the exact test.
+    returned for the step). The decision is that of the exact test (up to the rounding of
+    gamma_max when it lies exactly at the threshold).
     """
     xp = namespace(H)
     d = H.shape[0]
@@ -248,8 +249,11 @@ def prox_prune(
     schedule : {"fast", "paper"}, default "fast"
         The lambda schedule and momentum (:data:`SCHEDULES`): ``"paper"`` is Alg. 2 as
         published (plain proximal gradient, beta = 1.01); ``"fast"`` adds FISTA momentum
-        and grows lambda by 1.2 / 1.055 / 1.5 (before, while and after the groups decide).
-        ``beta``, ``beta_start``, ``beta_tail`` and ``momentum`` override single values.
+        and grows lambda by 1.2 / 1.055 / 1.5 (before, while and after the groups decide),
+        and on layers with outlier eigenvalues clips the Hessian in the steps and grows
+        lambda by 1.12 while the groups decide (``clip="auto"``, ``beta_clip``). ``beta``,
+        ``beta_start``, ``beta_tail``, ``momentum``, ``clip`` and ``beta_clip`` override
+        single values.
     start : {"dense", "wanda", "sparsegpt"}, default "dense"
         The first iterate (:data:`STARTS`): W* (Alg. 2), or the weights of
         ``prune(W, H, method=start)`` (SparseGPT with its default damping), rescaled as W*
@@ -259,7 +263,8 @@ def prox_prune(
     lam0 : float, optional
         lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
     beta : float, optional
-        Growth factor, ``> 1``; default the schedule's (paper 1.01, fast 1.055).
+        Growth factor while the groups decide, ``> 1``; default the schedule's (paper 1.01,
+        fast 1.055, or ``beta_clip`` = 1.12 where the steps are clipped).
     lam_tilde : float, optional
         Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*|, with W* the weights the
         prox sees (after rescaling), for r_{2:4}; in general lam_tilde mean|W*|^(2 - p)
@@ -324,7 +329,9 @@ def prox_prune(
 
     Notes
     -----
-    One iteration (Alg. 2, with eta = 1 / (2 gamma_max(H)) the inverse Lipschitz constant):
+    One iteration (Alg. 2, with eta = 1 / (2 gamma_max(H)) the inverse Lipschitz constant;
+    with ``clip`` the Hessian H_clip, eta = 1 / (2 gamma_max(H_clip)) and lambda_k eta / eta_0
+    in the prox, see ``clip``):
 
         W <- W - eta 2 (W H - W* H)          (eq. 4)
         W <- prox_{lambda_k r_{N:M}}(W)      (per group, prox24-kubler eq. 7 / Alg. 1)
@@ -376,6 +383,8 @@ def prox_prune(
             raise ValueError(f"{name} must be a finite number > 1, got {chosen[name]!r}")
     max_iter = check_int(max_iter, "max_iter", minimum=0)
     auto = isinstance(chosen["clip"], str) and chosen["clip"] == "auto"
+    if isinstance(chosen["clip"], str) and not auto:
+        raise ValueError(f"clip must be a non-negative integer or 'auto', got {chosen['clip']!r}")
     clip = 0 if auto else check_int(chosen["clip"], "clip", minimum=0)
     if clip >= W.shape[1]:
         raise ValueError(f"clip must be below d_in = {W.shape[1]}, got {clip}")
@@ -416,7 +425,8 @@ def prox_prune(
         f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
     # lambda's growth while the groups decide: beta_clip with the clipped steps (they keep
     # up with a faster-moving minimiser), unless beta is given
-    beta = chosen["beta"] if beta is not None or not clip or beta_clip is None else beta_clip
+    clip_growth = beta is None and bool(clip) and beta_clip is not None
+    beta = beta_clip if clip_growth else chosen["beta"]
     x0, min_iter = Wt_star, 0
     if start != "dense":  # a warm start is N:M already: at least one step off it
         x0 = _warm_start(start, W, H, pattern) * xp.astype(s[None, :], dt)
@@ -444,7 +454,8 @@ def prox_prune(
         "beta": float(beta), "beta_start": res.info["beta_start"],
         "beta_tail": res.info["beta_tail"], "momentum": momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"] / lam_scale,
-        "eta": eta, "clip": clip, "clip_auto": auto, "beta_clip": beta_clip,
+        "eta": eta, "clip": clip, "clip_auto": auto,
+        "beta_clip": beta_clip if clip_growth else None,  # None: not applied
         "rescale": bool(rescale),
         "prox_method": prox_method,
         "start": start,
