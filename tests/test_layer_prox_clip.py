@@ -138,8 +138,9 @@ def test_prox_clip_history_is_the_true_loss_and_the_schedule():
 def test_prox_clip_lowers_the_loss_on_powerlaw_spectra(lib, dtype):
     """The claim behind the option (docs/layer.md): on layers with a power-law spectrum
     (alpha = 1.5) clip=8 with the unclipped growth (beta 1.055) ends +GD below clip=0's
-    loss on each of four seeds (0.89-0.94x measured in float64) and 3% below on average, in at least 10% fewer iterations on
-    average; a valid N:M result in W's dtype and library."""
+    loss on each of four seeds (0.89-0.94x measured in float64) and 3% below on average,
+    in at least 10% fewer iterations on average; a valid N:M result in W's dtype and
+    library."""
     rng = np.random.default_rng(4)
     ratios, its = [], []
     for _ in range(4):
@@ -196,6 +197,10 @@ def test_auto_clip_switches_on_at_the_outlier_test():
     H = correlated_hessian(512, seed=1)
     assert auto_clip(rescale_wanda(np.ones((1, 512)), H)[1]) == 0
     assert auto_clip(np.eye(3)) == 0  # d // 4 = 0: nothing to clip
+    with pytest.raises(ValueError, match="H must be a square 2-D array"):
+        auto_clip(np.ones((8, 6)))
+    with pytest.raises(ValueError, match="H"):
+        auto_clip(np.full((8, 8), np.nan))
 
 
 def test_auto_clip_certificate_agrees_with_the_exact_test(monkeypatch):

@@ -29,9 +29,9 @@ DEFAULT_MAX_ITER = 3000
 #: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 for the last 2%; and
 #: ``clip="auto"``: where the rescaled Hessian has outlier eigenvalues (:func:`auto_clip`),
 #: the steps use it with its min(64, d_in // 4) largest eigenvalues clipped and lambda
-#: grows by 1.12 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) it reaches the mask
-#: on the 36 MiniLM layers in 8x fewer iterations than ``"paper"`` and ends +GD within 0.5%
-#: of its local loss; with it in 16x fewer, at 0.50-0.96x of its loss
+#: grows by 1.12 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) it
+#: reaches the mask on the 36 MiniLM layers in 8x fewer iterations than ``"paper"`` and
+#: ends +GD within 0.5% of its local loss; with it in 16x fewer, at 0.50-0.96x of its loss
 #: (``benchmarks/prox_schedule.py``, ``docs/benchmarks.md``).
 SCHEDULES = {
     "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None,
@@ -104,7 +104,9 @@ def auto_clip(H, top=None):
     4.8): there the clipped steps gain little and a faster lambda growth costs loss
     (``docs/layer.md``).
     """
-    return _auto_clip(H, top)[0]
+    from ..validation import check_square
+
+    return _auto_clip(check_square(H, "H"), top)[0]
 
 
 #: Power iterations of the cheap certificate of the outlier test (:func:`_auto_clip`).
