@@ -41,3 +41,38 @@ def best_times(fns, repeats):
             fn()
             best[i] = min(best[i], time.perf_counter() - t0)
     return best
+
+
+def synced(fn, device):
+    """``fn`` followed by a wait for the work it queued on ``device`` (a CUDA device: kernels
+    run asynchronously, so a wall time without the wait measures only their launch). On
+    the CPU (``device`` None or "cpu") ``fn`` itself."""
+    if device is None or str(device) == "cpu":
+        return fn
+    import torch
+
+    def run():
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+    return run
+
+
+def check_device(parser, device):
+    """``--device`` of a benchmark: None (NumPy arrays), "cpu" or a CUDA device that exists,
+    else ``parser.error`` naming it."""
+    if device is None:
+        return None
+    try:
+        import torch
+    except ImportError:
+        parser.error("--device needs torch (the adapter's extra: pip install -e .[torch])")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        parser.error(f"--device {device!r} is not a torch device: {err}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        parser.error(f"--device {device!r}: CUDA is not available on this machine")
+    if dev.type not in ("cpu", "cuda"):
+        parser.error(f"--device {device!r}: only cpu and cuda devices are timed here")
+    return dev

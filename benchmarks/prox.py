@@ -7,6 +7,13 @@ machine load (every solver is warmed up first so that Numba compilation is not t
 A ratio <= 1 means the whole prox costs no more than sorting.
 
     python benchmarks/prox.py [--cells 4000000] [--lam 0.3] [--sub 20000] [--repeat 3]
+    python benchmarks/prox.py --device cuda    # torch tensors on a GPU
+
+With ``--device`` the cells are torch tensors on that device and the prox is the kernel the
+pruner calls for them, ``sparseopt.backend.kernel("prox_nm", Y)`` (on a GPU the adapter's
+``prox24``, EnumALM only, so no PGD / IPM rows; on the CPU the NumPy kernel), the
+baseline is ``torch.sort(torch.abs(Y), dim=-1)`` on the same device, every timing waits for
+the device's queued work, and the result is compared with the NumPy kernel's first.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import os
 import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
 import numpy as np
 
-from _timing import best_times  # noqa: E402
+from _timing import best_times, check_device, synced  # noqa: E402
 
 
 def main(argv=None):
@@ -29,7 +36,12 @@ def main(argv=None):
     ap.add_argument("--sub", type=int, default=20_000, help="cells for PGD / IPM")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default=None,
+                    help="torch device of the cells, e.g. cuda (default: NumPy arrays)")
     args = ap.parse_args(argv)
+    dev = check_device(ap, args.device)
+    if dev is not None:
+        return bench_device(args, dev)
 
     import numba
 
@@ -82,6 +94,42 @@ def main(argv=None):
           f"{'ratio to sort':>15}")
     for name, cells, t, ts in rows:
         print(f"{name:<16}{cells:>10d}{t:>10.3f}{cells / t:>12.3g}{cells / ts:>14.3g}"
+              f"{t / ts:>15.2f}")
+    return rows
+
+
+def bench_device(args, dev):
+    """EnumALM on torch tensors on ``dev`` against ``torch.sort`` there (see the module doc)."""
+    import torch
+
+    from sparseopt.backend import kernel
+    from sparseopt.prox import prox_nm
+
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    print(f"[bench] torch {torch.__version__}, device {dev} ({name})", flush=True)
+    Y64 = np.random.default_rng(args.seed).standard_normal((args.cells, 4))
+    rows = []
+    for dtype, Y in (("float64", Y64), ("float32", Y64.astype(np.float32))):
+        Yt = torch.from_numpy(Y).to(dev)
+        prox = kernel("prox_nm", Yt)
+        # agreement first (a timing of a wrong result is worthless): the NumPy kernel on a
+        # subsample, to its own tolerance's scale
+        sub = Y[:20000]
+        err = float(np.max(np.abs(prox(Yt[:20000], args.lam, tol=args.tol).cpu().numpy()
+                                  - prox_nm(sub, args.lam, tol=args.tol))))
+        print(f"[bench] {dtype}: torch.sort baseline and EnumALM on {dev}, interleaved; "
+              f"max|torch - NumPy| on 20000 cells {err:.1e}", flush=True)
+        t_sort, t_alm = best_times(
+            [synced(lambda: torch.sort(torch.abs(Yt), dim=-1), dev),
+             synced(lambda: prox(Yt, args.lam, method="alm", tol=args.tol), dev)],
+            args.repeat)
+        rows.append((f"alm {dtype}", args.cells, t_alm, t_sort))
+    print()
+    print(f"2:4 prox on {dev}, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
+    print(f"{'solver':<16}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
+          f"{'ratio to sort':>15}")
+    for label, cells, t, ts in rows:
+        print(f"{label:<16}{cells:>10d}{t:>10.4f}{cells / t:>12.3g}{cells / ts:>14.3g}"
               f"{t / ts:>15.2f}")
     return rows
 

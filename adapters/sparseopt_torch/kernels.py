@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from sparseopt.backend import register_kernel
@@ -49,6 +50,7 @@ from sparseopt.prox.alm import (
     _OBJ_SLACK,
     _WARM,
     DEFAULT_MAX_ITER,
+    _run_groups,
     default_tol,
 )
 from sparseopt.validation import check_float_array, check_int, check_real
@@ -174,13 +176,15 @@ def _face_newton24(w, z, lg):
     return b, step
 
 
-def _alm24(z, s, lg, x, tol, max_iter):
+def _alm24(z, s, lg, x, tol, max_iter, budget):
     """ALM (proxsparse-liu Alg. 2) with face-Newton steps for the candidate of support size s,
     batched over groups (``alm._alm24``).
 
     ``z``: four 1-d tensors (normalized, z1 = 1); for s = 3 the fourth coordinate is fixed at
-    0 and z4 is not used. ``x``: the start (four tensors). Returns (w, sweeps, maxed): the
-    candidate, the sweeps each group used, and whether it hit max_iter.
+    0 and z4 is not used. ``x``: the start (four tensors). Returns (w, sweeps, maxed,
+    deferred): the candidate, the sweeps each group used, whether it hit max_iter, and
+    whether it was still running after ``budget`` < max_iter sweeps (its w is not converged;
+    :func:`_prox24_groups` hands such groups to the core's kernel).
 
     All groups start together, so the global sweep counter is every group's counter; a group
     leaves the working set once a sweep moves no coordinate by more than ``tol`` (the Alg. 2
@@ -198,7 +202,7 @@ def _alm24(z, s, lg, x, tol, max_iter):
     act = torch.arange(G, device=dev)
     w = [wi.clone() for wi in w_out]
     za, lga = zz, lg
-    for it in range(1, max_iter + 1):
+    for it in range(1, min(max_iter, budget) + 1):
         w1, w2, w3, w4 = w
         z1, z2, z3, z4 = za
         v = (z1 - lga * (w2 * w3 + w2 * w4 + w3 * w4)).clamp_min(0.0)
@@ -233,10 +237,13 @@ def _alm24(z, s, lg, x, tol, max_iter):
         near = delta <= _NEWTON_START24  # z1 = 1
         if bool(near.any()):
             _newton_phase(w, za, lga, near, newton_stop)
+    deferred = torch.zeros(G, device=dev, dtype=torch.bool)
     if act.numel():
         for i in range(4):
             w_out[i][act] = w[i]
-    return w_out, sweeps, maxed
+        if budget < max_iter:
+            deferred[act], maxed[act] = True, False
+    return w_out, sweeps, maxed, deferred
 
 
 def _newton_phase(w, z, lg, near, newton_stop):
@@ -303,11 +310,12 @@ def _bracket4(z1, z2, z3, z4, lg, cap):
     return ok, (l1, l2, l3, l4), (u1, u2, u3, u4)
 
 
-def _candidate(z, s, lg, best, tol, max_iter):
+def _candidate(z, s, lg, best, tol, max_iter, budget):
     """Pruning, start and ALM for the candidate of support size s on all groups.
 
-    Returns (idx, w, val, sweeps, maxed) for the groups whose candidate was computed (the
-    others are excluded by the exact necessary conditions of ``alm._solve_chunk24``).
+    Returns (idx, w, val, sweeps, maxed, deferred) for the groups whose candidate was
+    computed (the others are excluded by the exact necessary conditions of
+    ``alm._solve_chunk24``); ``budget``: see :func:`_alm24`.
     """
     z1, z2, z3, z4 = z
     cap = torch.where(lg > 0.0, 1.0 / torch.where(lg > 0.0, lg, torch.ones_like(lg)),
@@ -324,7 +332,7 @@ def _candidate(z, s, lg, best, tol, max_iter):
     run = (z[s - 1] > 0.0) & ok & (lb <= best * (1.0 + _OBJ_SLACK))
     idx = run.nonzero().squeeze(1)
     if idx.numel() == 0:
-        return idx, None, None, None, None
+        return idx, None, None, None, None, None
     zs = [zi[idx] for zi in z]
     lgs = lg[idx]
     los, ups = [li[idx] for li in lo], [ui[idx] for ui in up]
@@ -342,18 +350,30 @@ def _candidate(z, s, lg, best, tol, max_iter):
     x = [torch.where(warm, 0.5 * (li + ui), bi) for li, ui, bi in zip(los, ups, bal)]
     if s == 3:
         x.append(torch.zeros_like(x[0]))
-    w, sweeps, maxed = _alm24(zs, s, lgs, x, tol, max_iter)
+    w, sweeps, maxed, deferred = _alm24(zs, s, lgs, x, tol, max_iter, budget)
     z4v = zs[3] if s == 4 else torch.zeros_like(zs[3])
     val = _f24(*w, zs[0], zs[1], zs[2], z4v, lgs)
     if s == 3:
         val = val + 0.5 * zs[3] * zs[3]
-    return idx, w, val, sweeps, maxed
+    return idx, w, val, sweeps, maxed, deferred
 
 
-def _prox24_groups(y, lam, tol, max_iter):
+#: Sweeps per candidate that :func:`prox24` runs on the tensor's device; groups still
+#: unconverged after them (about 0.05% at lambda = 0.3 and 0.4% at 2 of N(0, 1) groups) are
+#: finished by the core's NumPy kernel on the CPU. On a GPU every sweep is a few dozen kernel
+#: launches and a synchronization, whatever the number of groups still running, so a tail
+#: of a few groups needing hundreds of sweeps cost 1000x a sort (``benchmarks/prox.py
+#: --device cuda``, ``docs/benchmarks.md``).
+DEVICE_SWEEPS = 16
+
+
+def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
     """EnumALM on the rows of y (G, 4), any float dtype; arithmetic in float64.
 
-    Returns (w (G, 4) float64, sweeps (G,) int64, maxed (G,) bool).
+    Returns (w (G, 4) float64, sweeps (G,) int64, maxed (G,) bool). Candidates run at most
+    ``device_sweeps`` sweeps here; the groups of one still running then are recomputed
+    whole by the core's kernel (``sparseopt.prox.alm._run_groups``, the same algorithm) on
+    the CPU, and their ``sweeps`` and ``maxed`` are the core's.
     """
     G = y.shape[0]
     yd = y.to(torch.float64)
@@ -370,16 +390,18 @@ def _prox24_groups(y, lam, tol, max_iter):
     two_sparse = torch.ones(G, dtype=torch.bool, device=y.device)
     sweeps = torch.zeros(G, dtype=torch.int64, device=y.device)
     maxed = torch.zeros(G, dtype=torch.bool, device=y.device)
+    deferred = torch.zeros(G, dtype=torch.bool, device=y.device)
     sel = pos.nonzero().squeeze(1)
     zp, lgp = [zi[sel] for zi in z], lg[sel]
     bestp = best[sel]
     for s in (3, 4):
-        idx, w, val, sw, mx = _candidate(zp, s, lgp, bestp, tol, max_iter)
+        idx, w, val, sw, mx, df = _candidate(zp, s, lgp, bestp, tol, max_iter, device_sweeps)
         if idx.numel() == 0:
             continue
         gidx = sel[idx]
         sweeps[gidx] += sw
         maxed[gidx] |= mx
+        deferred[gidx] |= df
         better = val < bestp[idx] - _OBJ_SLACK * bestp[idx]  # rounding ties: sparser wins
         bidx = idx[better]
         bestp[bidx] = val[better]
@@ -393,10 +415,17 @@ def _prox24_groups(y, lam, tol, max_iter):
     bw = torch.stack(b, dim=1)
     out = torch.empty_like(bw).scatter_(1, perm, bw)
     out = torch.where(yd < 0, 0.0 - out, out)  # 0.0 - 0.0 is +0.0: no negative zeros
+    if bool(deferred.any()):  # the slow tail: the core's kernel, on the CPU
+        idx = deferred.nonzero().squeeze(1)
+        rows = np.ascontiguousarray(yd[idx].cpu().numpy())
+        w, sw, mx = _run_groups(rows, lam, 2, tol, max_iter)
+        out[idx] = torch.from_numpy(w).to(out.device)
+        sweeps[idx] = torch.from_numpy(sw).to(sweeps.device)
+        maxed[idx] = torch.from_numpy(mx).to(maxed.device)
     return out, sweeps, maxed
 
 
-def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
+def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, return_info=False):
     """Prox of ``lam * r_{2:4}`` on every group of 4 consecutive entries along the last dim.
 
     Parameters
@@ -413,6 +442,11 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
     max_iter : int, optional, keyword-only
         Sweeps per candidate (default 10000); a ``RuntimeWarning`` reports groups that
         reached it.
+    device_sweeps : int, keyword-only
+        Sweeps per candidate on Y's device (default :data:`DEVICE_SWEEPS` = 16). The groups
+        of a candidate still running after them are recomputed by the core's NumPy kernel
+        on the CPU (the same algorithm; on a GPU the sweeps of a slow tail of a few groups
+        would cost as much as those of all). ``device_sweeps >= max_iter``: no hand-off.
     return_info : bool, keyword-only
         Also return ``{"n_iter": sweeps per group, "max_iter_reached": bool per group}``
         (tensors on Y's device, shape ``Y.shape[:-1] + (Y.shape[-1] // 4,)``).
@@ -426,7 +460,8 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
     ------
     ValueError
         ``Y`` not a float32/float64 tensor, NaN/Inf in ``Y``, last dim not divisible by 4,
-        ``lam`` negative or not finite, ``tol <= 0``, ``max_iter < 1``.
+        ``lam`` negative or not finite, ``tol <= 0``, ``max_iter < 1``,
+        ``device_sweeps < 1``.
 
     Notes
     -----
@@ -439,6 +474,8 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
     the candidate with the least objective 0.5 ||w - y||^2 + lam r_{2:4}(w) (eq. 7) wins,
     ties going to the sparser one. Arithmetic is float64 whatever the input dtype (as in
     the core, which rounds a float32 result once), so the device must support float64.
+    Groups whose ALM needs more than ``device_sweeps`` sweeps are finished by the core's
+    kernel (``sparseopt.prox.alm``) on the CPU: one copy of those few groups each way.
 
     Examples
     --------
@@ -460,6 +497,7 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
         tol = check_real(tol, "tol", positive=True)
     max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int(max_iter, "max_iter",
                                                                    minimum=1)
+    device_sweeps = check_int(device_sweeps, "device_sweeps", minimum=1)
     Y = Y.detach()
     gshape = Y.shape[:-1] + (Y.shape[-1] // 4,)
     if Y.numel() == 0 or lam == 0.0:
@@ -468,7 +506,8 @@ def prox24(Y, lam, *, tol=None, max_iter=None, return_info=False):
         maxed = torch.zeros(gshape, dtype=torch.bool, device=Y.device)
     else:
         with torch.no_grad():
-            w, sweeps, maxed = _prox24_groups(Y.reshape(-1, 4), lam, tol, max_iter)
+            w, sweeps, maxed = _prox24_groups(Y.reshape(-1, 4), lam, tol, max_iter,
+                                              device_sweeps)
         out = w.to(Y.dtype).reshape(Y.shape)
         n_max = int(maxed.sum())
         if n_max:

@@ -181,6 +181,40 @@ def test_blocked_kernel_with_ragged_blocks(tiny_bert, tiny_batches, monkeypatch)
     assert_hessians_equal(h_blocked.H, ref)
 
 
+@pytest.mark.parametrize("product_dtype", [None, torch.float32])
+def test_full_product_kernel_of_gpus(tiny_bert, tiny_batches, monkeypatch, product_dtype):
+    """The one-product X'X of CUDA devices (forced on the CPU here) gives the same Hessians,
+    own and shared inputs, with float64 and with float32 block sums."""
+    model = tiny_bert.double()
+    monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    h_full = collect_hessians(model, tiny_batches, product_dtype=product_dtype)
+    ref, _ = capture_reference(model, tiny_batches, find_layers(model))
+    if product_dtype is None:
+        assert_hessians_equal(h_full.H, ref)
+    else:
+        for name, H in h_full.H.items():
+            torch.testing.assert_close(H, ref[name], rtol=1e-5, atol=1e-5 * float(
+                ref[name].abs().max()))
+    for H in h_full.H.values():
+        assert torch.equal(H, H.T)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("product_dtype", [None, torch.float32])
+def test_hessians_on_cuda_equal_the_cpu_reference(tiny_bert, tiny_batches, product_dtype):
+    """Model, batches and sums on a GPU (the full-product kernel there) give the Hessians of
+    the CPU reference."""
+    model = tiny_bert.double()
+    ref, _ = capture_reference(model, tiny_batches, find_layers(model))
+    batches = [{key: value.cuda() for key, value in b.items()} for b in tiny_batches]
+    hess = collect_hessians(model.cuda(), batches, device="cuda", product_dtype=product_dtype)
+    rtol = 1e-12 if product_dtype is None else 1e-5
+    for name, R in ref.items():
+        H = hess.H[name]
+        assert H.device.type == "cuda" and H.dtype == torch.float64
+        assert float((H.cpu() - R).abs().max()) <= rtol * float(R.abs().max()), name
+
+
 def test_numpy_copy(tiny_bert, tiny_batches):
     hess = collect_hessians(tiny_bert, tiny_batches, dtype=torch.float32)
     name = "encoder.layer.0.output.dense"

