@@ -90,12 +90,17 @@ def main(argv=None):
     print(f"2:4 prox, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
     print("optimum mix (fraction of cells by nonzeros): "
           + ", ".join(f"{k}-sparse {v:.3f}" for k, v in mix.items() if v > 0))
+    print_table(rows)
+    return rows
+
+
+def print_table(rows):
+    """The table of (solver, cells, seconds, sort seconds) rows with the ratio to the sort."""
     print(f"{'solver':<16}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
           f"{'ratio to sort':>15}")
     for name, cells, t, ts in rows:
-        print(f"{name:<16}{cells:>10d}{t:>10.3f}{cells / t:>12.3g}{cells / ts:>14.3g}"
+        print(f"{name:<16}{cells:>10d}{t:>10.4f}{cells / t:>12.3g}{cells / ts:>14.3g}"
               f"{t / ts:>15.2f}")
-    return rows
 
 
 def bench_device(args, dev):
@@ -126,11 +131,7 @@ def bench_device(args, dev):
         rows.append((f"alm {dtype}", args.cells, t_alm, t_sort))
     print()
     print(f"2:4 prox on {dev}, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
-    print(f"{'solver':<16}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
-          f"{'ratio to sort':>15}")
-    for label, cells, t, ts in rows:
-        print(f"{label:<16}{cells:>10d}{t:>10.4f}{cells / t:>12.3g}{cells / ts:>14.3g}"
-              f"{t / ts:>15.2f}")
+    print_table(rows)
     return rows
 
 
