@@ -417,12 +417,19 @@ def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
     out = torch.where(yd < 0, 0.0 - out, out)  # 0.0 - 0.0 is +0.0: no negative zeros
     if bool(deferred.any()):  # the slow tail: the core's kernel, on the CPU
         idx = deferred.nonzero().squeeze(1)
-        rows = np.ascontiguousarray(yd[idx].cpu().numpy())
-        w, sw, mx = _run_groups(rows, lam, 2, tol, max_iter)
-        out[idx] = torch.from_numpy(w).to(out.device)
-        sweeps[idx] = torch.from_numpy(sw).to(sweeps.device)
-        maxed[idx] = torch.from_numpy(mx).to(maxed.device)
+        out[idx], sweeps[idx], maxed[idx] = _on_host(yd[idx], lam, tol, max_iter)
     return out, sweeps, maxed
+
+
+def _on_host(rows, lam, tol, max_iter):
+    """The core's 2:4 EnumALM kernel (``sparseopt.prox.alm._run_groups``) on a host copy of
+    the groups ``rows`` (G, 4); (w, sweeps, maxed) come back on the rows' device, w in
+    their dtype (the kernel computes in float64 and rounds a float32 result once)."""
+    w, sweeps, maxed = _run_groups(np.ascontiguousarray(rows.cpu().numpy()), lam, 2, tol,
+                                   max_iter)
+    dev = rows.device
+    return (torch.from_numpy(w).to(dev), torch.from_numpy(sweeps).to(dev),
+            torch.from_numpy(maxed).to(dev))
 
 
 def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, return_info=False):
@@ -446,7 +453,9 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
         Sweeps per candidate on Y's device (default :data:`DEVICE_SWEEPS` = 16). The groups
         of a candidate still running after them are recomputed by the core's NumPy kernel
         on the CPU (the same algorithm; on a GPU the sweeps of a slow tail of a few groups
-        would cost as much as those of all). ``device_sweeps >= max_iter``: no hand-off.
+        would cost as much as those of all). ``device_sweeps >= max_iter``: no hand-off;
+        0: every group on the CPU (one copy of Y each way; ``benchmarks/prox.py --device``
+        times both).
     return_info : bool, keyword-only
         Also return ``{"n_iter": sweeps per group, "max_iter_reached": bool per group}``
         (tensors on Y's device, shape ``Y.shape[:-1] + (Y.shape[-1] // 4,)``).
@@ -461,7 +470,7 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
     ValueError
         ``Y`` not a float32/float64 tensor, NaN/Inf in ``Y``, last dim not divisible by 4,
         ``lam`` negative or not finite, ``tol <= 0``, ``max_iter < 1``,
-        ``device_sweeps < 1``.
+        ``device_sweeps < 0``.
 
     Notes
     -----
@@ -497,7 +506,7 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
         tol = check_real(tol, "tol", positive=True)
     max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int(max_iter, "max_iter",
                                                                    minimum=1)
-    device_sweeps = check_int(device_sweeps, "device_sweeps", minimum=1)
+    device_sweeps = check_int(device_sweeps, "device_sweeps", minimum=0)
     Y = Y.detach()
     gshape = Y.shape[:-1] + (Y.shape[-1] // 4,)
     if Y.numel() == 0 or lam == 0.0:
@@ -506,8 +515,11 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
         maxed = torch.zeros(gshape, dtype=torch.bool, device=Y.device)
     else:
         with torch.no_grad():
-            w, sweeps, maxed = _prox24_groups(Y.reshape(-1, 4), lam, tol, max_iter,
-                                              device_sweeps)
+            if device_sweeps == 0:
+                w, sweeps, maxed = _on_host(Y.reshape(-1, 4), lam, tol, max_iter)
+            else:
+                w, sweeps, maxed = _prox24_groups(Y.reshape(-1, 4), lam, tol, max_iter,
+                                                  device_sweeps)
         out = w.to(Y.dtype).reshape(Y.shape)
         n_max = int(maxed.sum())
         if n_max:

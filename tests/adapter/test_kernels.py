@@ -191,15 +191,16 @@ def test_prox24_info_and_max_iter_warning():
 @pytest.mark.parametrize("lam", [0.3, 1.0, 3.0])
 def test_prox24_hand_off_to_the_core_gives_the_same_prox(dtype, lam):
     """Groups still running after ``device_sweeps`` sweeps are recomputed by the core's
-    kernel: with 1 or 2 sweeps on the device (most groups handed off) the result is the
-    core's prox, as with no hand-off, and the hand-off really happened."""
+    kernel: with 0 (all groups), 1 or 2 sweeps on the device the result is the core's prox,
+    as with no hand-off, and the hand-off really happened."""
     rng = np.random.default_rng(11)
     y = _hard_inputs(rng, dtype)
     yt = torch.from_numpy(y)
     w_all, info_all = prox24(yt, lam, device_sweeps=10**9, return_info=True)
     assert int(info_all["n_iter"].max()) > 4  # some group needs more than 2 sweeps each
-    for sweeps in (1, 2):
+    for sweeps in (0, 1, 2):  # 0: every group on the core's kernel
         w, info = prox24(yt, lam, device_sweeps=sweeps, return_info=True)
+        assert w.dtype == yt.dtype and w.shape == yt.shape
         _assert_agrees(y, lam, dtype)  # the core against the default hand-off (16)
         tol = TOL[dtype]["w"]
         np.testing.assert_allclose(w.numpy(), w_all.numpy(), rtol=tol,
@@ -225,7 +226,7 @@ def test_prox24_max_iter_below_the_hand_off_warns_as_before():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(Y=torch.ones((2, 4)), lam=1.0, device_sweeps=0), "device_sweeps"),
+        (dict(Y=torch.ones((2, 4)), lam=1.0, device_sweeps=-1), "device_sweeps"),
         (dict(Y=np.ones((2, 4)), lam=1.0), "Y must be a torch.Tensor"),
         (dict(Y=torch.ones((2, 4), dtype=torch.int64), lam=1.0), "Y must have dtype"),
         (dict(Y=torch.ones((2, 6)), lam=1.0), "not divisible by 4"),
@@ -488,7 +489,7 @@ def test_prune_runs_on_cuda_like_on_cpu(method):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("device_sweeps", [16, 2])
+@pytest.mark.parametrize("device_sweeps", [16, 2, 0])
 def test_prox24_runs_on_cuda_like_on_cpu(device_sweeps):
     """Also with most groups handed off to the core (device_sweeps=2): the copies between
     the GPU and the CPU."""
