@@ -22,7 +22,7 @@ timeout -s INT 90 python3 -m pytest -q -p no:cacheprovider -o addopts="" -rs \
     tests/adapter/test_cli_folder.py tests/adapter/test_streaming.py \
     -k "cuda or CUDA or device" 2>&1 | tee "$OUT/cuda_tests.log" | tail -8
 echo "=== benchmarks/prox.py --device cuda ==="
-timeout 90 python3 benchmarks/prox.py --device cuda 2>&1 | tee "$OUT/prox.log" | tail -6
+timeout 90 python3 benchmarks/prox.py --device cuda 2>&1 | tee "$OUT/prox.log" | tail -12
 echo "=== benchmarks/adapter_hooks.py --device cuda ==="
 timeout 60 python3 benchmarks/adapter_hooks.py --device cuda --model "$MODEL" 2>&1 \
     | grep -v "Loading weights" | tee "$OUT/hooks.log" | tail -10
