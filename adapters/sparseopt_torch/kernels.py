@@ -141,9 +141,10 @@ def _face_newton24(w, z, lg):
     npos = pos[0].int() + pos[1].int() + pos[2].int() + pos[3].int()
     b = [wi.clone() for wi in w]
     step = torch.full_like(w[0], -1.0)
-    m4 = npos == 4
-    if bool(m4.any()):
-        idx = m4.nonzero().squeeze(1)
+    # integer indices from one nonzero per face, tested by their length: every boolean test
+    # or boolean index is a host synchronization on a GPU
+    idx = (npos == 4).nonzero().squeeze(1)
+    if idx.numel():
         res = _newton4(*[wi[idx] for wi in w], *[zi[idx] for zi in z], lg[idx])
         for i in range(4):
             b[i][idx] = res[i]
@@ -151,18 +152,16 @@ def _face_newton24(w, z, lg):
     m3 = npos == 3
     if bool(m3.any()):
         for k in range(4):  # the face with w_k = 0
-            mk = m3 & ~pos[k]
-            if not bool(mk.any()):
+            idx = (m3 & ~pos[k]).nonzero().squeeze(1)
+            if not idx.numel():
                 continue
-            idx = mk.nonzero().squeeze(1)
             keep = [i for i in range(4) if i != k]
             res = _newton3(*[w[i][idx] for i in keep], *[z[i][idx] for i in keep], lg[idx])
             for j, i in enumerate(keep):
                 b[i][idx] = res[j]
             step[idx] = res[3]
-    m2 = npos <= 2
-    if bool(m2.any()):
-        idx = m2.nonzero().squeeze(1)
+    idx = (npos <= 2).nonzero().squeeze(1)
+    if idx.numel():
         ws = [wi[idx] for wi in w]
         bs = [torch.where(pos[i][idx], z[i][idx], torch.zeros_like(ws[i])) for i in range(4)]
         bad = torch.zeros_like(ws[0], dtype=torch.bool)
@@ -220,13 +219,14 @@ def _alm24(z, s, lg, x, tol, max_iter, budget):
             w4 = v
         w = [w1, w2, w3, w4]
         done = delta <= tol
-        if bool(done.any()):
-            idx = act[done]
+        fin = done.nonzero().squeeze(1)  # integer indices: one host synchronization
+        if fin.numel():
+            idx = act[fin]
             for i in range(4):
-                w_out[i][idx] = w[i][done]
+                w_out[i][idx] = w[i][fin]
             sweeps[idx] = it
             maxed[idx] = False
-            keep = ~done
+            keep = (~done).nonzero().squeeze(1)
             act = act[keep]
             w = [wi[keep] for wi in w]
             za = [zi[keep] for zi in za]
@@ -234,8 +234,8 @@ def _alm24(z, s, lg, x, tol, max_iter, budget):
             delta = delta[keep]
             if act.numel() == 0:
                 break
-        near = delta <= _NEWTON_START24  # z1 = 1
-        if bool(near.any()):
+        near = (delta <= _NEWTON_START24).nonzero().squeeze(1)  # z1 = 1
+        if near.numel():
             _newton_phase(w, za, lga, near, newton_stop)
     deferred = torch.zeros(G, device=dev, dtype=torch.bool)
     if act.numel():
@@ -246,12 +246,11 @@ def _alm24(z, s, lg, x, tol, max_iter, budget):
     return w_out, sweeps, maxed, deferred
 
 
-def _newton_phase(w, z, lg, near, newton_stop):
-    """Up to _MAX_NEWTON safeguarded face-Newton steps on the groups in ``near`` (in place on
-    the columns ``w``): a step is taken only if the objective does not increase by more than
-    rounding; a group stops at the first refusal or once its step is below ``newton_stop``
-    (quadratic convergence: the confirming sweep can follow)."""
-    idx = near.nonzero().squeeze(1)
+def _newton_phase(w, z, lg, idx, newton_stop):
+    """Up to _MAX_NEWTON safeguarded face-Newton steps on the groups ``idx`` (indices, in
+    place on the columns ``w``): a step is taken only if the objective does not increase by
+    more than rounding; a group stops at the first refusal or once its step is below
+    ``newton_stop`` (quadratic convergence: the confirming sweep can follow)."""
     ws = [wi[idx] for wi in w]
     zs = [zi[idx] for zi in z]
     lgs = lg[idx]
@@ -267,8 +266,8 @@ def _newton_phase(w, z, lg, near, newton_stop):
         # write back the accepted steps now: groups that stop here keep them
         for i in range(4):
             w[i][idx] = ws[i]
-        go = ok & ~(st * st <= newton_stop)
-        if not bool(go.any()):
+        go = (ok & ~(st * st <= newton_stop)).nonzero().squeeze(1)
+        if not go.numel():
             break
         idx, ws, zs, lgs, f_old = idx[go], [wi[go] for wi in ws], [zi[go] for zi in zs], \
             lgs[go], f_old[go]
