@@ -401,7 +401,8 @@ def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
         sweeps[gidx] += sw
         maxed[gidx] |= mx
         deferred[gidx] |= df
-        better = val < bestp[idx] - _OBJ_SLACK * bestp[idx]  # rounding ties: sparser wins
+        # rounding ties: sparser wins; integer indices (one synchronization, as in _alm24)
+        better = (val < bestp[idx] - _OBJ_SLACK * bestp[idx]).nonzero().squeeze(1)
         bidx = idx[better]
         bestp[bidx] = val[better]
         g2 = sel[bidx]
@@ -414,8 +415,8 @@ def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
     bw = torch.stack(b, dim=1)
     out = torch.empty_like(bw).scatter_(1, perm, bw)
     out = torch.where(yd < 0, 0.0 - out, out)  # 0.0 - 0.0 is +0.0: no negative zeros
-    if bool(deferred.any()):  # the slow tail: the core's kernel, on the CPU
-        idx = deferred.nonzero().squeeze(1)
+    idx = deferred.nonzero().squeeze(1)
+    if idx.numel():  # the slow tail: the core's kernel, on the CPU
         out[idx], sweeps[idx], maxed[idx] = _on_host(yd[idx], lam, tol, max_iter)
     return out, sweeps, maxed
 
