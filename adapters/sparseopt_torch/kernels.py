@@ -175,15 +175,16 @@ def _face_newton24(w, z, lg):
     return b, step
 
 
-def _alm24(z, s, lg, x, tol, max_iter, budget):
+def _alm24(z, s, lg, x, tol, max_iter, budget, few=0):
     """ALM (proxsparse-liu Alg. 2) with face-Newton steps for the candidate of support size s,
     batched over groups (``alm._alm24``).
 
     ``z``: four 1-d tensors (normalized, z1 = 1); for s = 3 the fourth coordinate is fixed at
     0 and z4 is not used. ``x``: the start (four tensors). Returns (w, sweeps, maxed,
     deferred): the candidate, the sweeps each group used, whether it hit max_iter, and
-    whether it was still running after ``budget`` < max_iter sweeps (its w is not converged;
-    :func:`_prox24_groups` hands such groups to the core's kernel).
+    whether it was still running after ``budget`` < max_iter sweeps, or once at most ``few``
+    groups were (its w is not converged; :func:`_prox24_groups` hands such groups to the
+    core's kernel).
 
     All groups start together, so the global sweep counter is every group's counter; a group
     leaves the working set once a sweep moves no coordinate by more than ``tol`` (the Alg. 2
@@ -234,6 +235,8 @@ def _alm24(z, s, lg, x, tol, max_iter, budget):
             delta = delta[keep]
             if act.numel() == 0:
                 break
+        if budget < max_iter and act.numel() <= few:
+            break  # the last few groups: a sweep here costs as much as one of all groups
         near = (delta <= _NEWTON_START24).nonzero().squeeze(1)  # z1 = 1
         if near.numel():
             _newton_phase(w, za, lga, near, newton_stop)
@@ -309,12 +312,12 @@ def _bracket4(z1, z2, z3, z4, lg, cap):
     return ok, (l1, l2, l3, l4), (u1, u2, u3, u4)
 
 
-def _candidate(z, s, lg, best, tol, max_iter, budget):
+def _candidate(z, s, lg, best, tol, max_iter, budget, few):
     """Pruning, start and ALM for the candidate of support size s on all groups.
 
     Returns (idx, w, val, sweeps, maxed, deferred) for the groups whose candidate was
     computed (the others are excluded by the exact necessary conditions of
-    ``alm._solve_chunk24``); ``budget``: see :func:`_alm24`.
+    ``alm._solve_chunk24``); ``budget``, ``few``: see :func:`_alm24`.
     """
     z1, z2, z3, z4 = z
     cap = torch.where(lg > 0.0, 1.0 / torch.where(lg > 0.0, lg, torch.ones_like(lg)),
@@ -349,7 +352,7 @@ def _candidate(z, s, lg, best, tol, max_iter, budget):
     x = [torch.where(warm, 0.5 * (li + ui), bi) for li, ui, bi in zip(los, ups, bal)]
     if s == 3:
         x.append(torch.zeros_like(x[0]))
-    w, sweeps, maxed, deferred = _alm24(zs, s, lgs, x, tol, max_iter, budget)
+    w, sweeps, maxed, deferred = _alm24(zs, s, lgs, x, tol, max_iter, budget, few)
     z4v = zs[3] if s == 4 else torch.zeros_like(zs[3])
     val = _f24(*w, zs[0], zs[1], zs[2], z4v, lgs)
     if s == 3:
@@ -364,14 +367,19 @@ def _candidate(z, s, lg, best, tol, max_iter, budget):
 #: of a few groups needing hundreds of sweeps cost 1000x a sort (``benchmarks/prox.py
 #: --device cuda``, ``docs/benchmarks.md``).
 DEVICE_SWEEPS = 16
+#: With the hand-off on (``device_sweeps`` < max_iter), a candidate's sweeps also stop on the
+#: device once at most min(DEVICE_FEW, 1% of the groups) are still running: on a GPU a sweep
+#: of a few groups costs the launches of a sweep of all (on a 384 x 384 layer at lambda 2,
+#: 10 of the 11 Newton phases were of 1-6 groups).
+DEVICE_FEW = 4096
 
 
 def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
     """EnumALM on the rows of y (G, 4), any float dtype; arithmetic in float64.
 
     Returns (w (G, 4) float64, sweeps (G,) int64, maxed (G,) bool). Candidates run at most
-    ``device_sweeps`` sweeps here; the groups of one still running then are recomputed
-    whole by the core's kernel (``sparseopt.prox.alm._run_groups``, the same algorithm) on
+    ``device_sweeps`` sweeps here, and stop once few groups run (:data:`DEVICE_FEW`); the
+    groups of one still running then are recomputed whole by the core's kernel (``sparseopt.prox.alm._run_groups``, the same algorithm) on
     the CPU, and their ``sweeps`` and ``maxed`` are the core's.
     """
     G = y.shape[0]
@@ -394,7 +402,8 @@ def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
     zp, lgp = [zi[sel] for zi in z], lg[sel]
     bestp = best[sel]
     for s in (3, 4):
-        idx, w, val, sw, mx, df = _candidate(zp, s, lgp, bestp, tol, max_iter, device_sweeps)
+        idx, w, val, sw, mx, df = _candidate(zp, s, lgp, bestp, tol, max_iter, device_sweeps,
+                                             min(DEVICE_FEW, G // 100))
         if idx.numel() == 0:
             continue
         gidx = sel[idx]

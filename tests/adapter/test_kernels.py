@@ -213,6 +213,25 @@ def test_prox24_hand_off_to_the_core_gives_the_same_prox(dtype, lam):
         assert np.any(info["n_iter"].numpy() != info_all["n_iter"].numpy())
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_prox24_hands_off_the_last_few_groups(dtype):
+    """With the hand-off on, a candidate's device sweeps stop once at most
+    min(DEVICE_FEW, 1% of the groups) run: with a sweep budget that never binds (9999 <
+    max_iter) groups are still handed off, and the result is the core's prox."""
+    from sparseopt_torch.kernels import DEVICE_FEW
+
+    assert DEVICE_FEW >= 1
+    y = np.random.default_rng(5).standard_normal((20000, 4)).astype(dtype)
+    yt = torch.from_numpy(y)
+    for lam in (0.3, 2.0):
+        w_all, info_all = prox24(yt, lam, device_sweeps=10**9, return_info=True)
+        w, info = prox24(yt, lam, device_sweeps=9999, return_info=True)
+        assert np.any(info["n_iter"].numpy() != info_all["n_iter"].numpy())  # handed off
+        tol = TOL[dtype]["w"]
+        np.testing.assert_allclose(w.numpy(), prox_nm(y, lam), rtol=tol, atol=tol * 10)
+        np.testing.assert_allclose(w.numpy(), w_all.numpy(), rtol=tol, atol=tol * 10)
+
+
 def test_prox24_max_iter_below_the_hand_off_warns_as_before():
     """max_iter <= device_sweeps: no hand-off, the groups at max_iter are reported."""
     y = torch.from_numpy(np.random.default_rng(1).standard_normal((50, 8)))
