@@ -442,7 +442,34 @@ def _on_host(rows, lam, tol, max_iter):
             torch.from_numpy(maxed).to(dev))
 
 
-def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, return_info=False):
+def _cuda_kernel(rows, lam, tol, max_iter):
+    """The core's 2:4 kernel compiled for the GPU (``sparseopt.prox.cuda24``: one thread per
+    group running the CPU kernel's per-group code) on the CUDA rows (G, 4); (w in their
+    dtype, sweeps, maxed) on their device."""
+    from numba import cuda
+
+    from sparseopt.prox import cuda24
+
+    rows = rows.contiguous()
+    G = rows.shape[0]
+    out = torch.empty_like(rows)
+    sweeps = torch.empty(G, dtype=torch.int64, device=rows.device)
+    maxed = torch.empty(G, dtype=torch.bool, device=rows.device)
+    with cuda.gpus[rows.device.index or 0]:
+        bad = cuda24.prox24_cuda(rows, lam, tol, max_iter, out, sweeps, maxed,
+                                 stream=torch.cuda.current_stream(rows.device).cuda_stream)
+    if bad:  # prox24 has refused NaN and Inf already: this is a kernel fault
+        raise RuntimeError(f"prox24: the CUDA kernel saw {bad} non-finite groups in a finite Y")
+    return out, sweeps, maxed
+
+
+#: ``prox24``'s kernels: "cuda", the core's kernel compiled by numba-cuda (CUDA tensors);
+#: "torch", the batched torch kernel above (any device) with its hand-off to the CPU.
+KERNELS = ("auto", "cuda", "torch")
+
+
+def prox24(Y, lam, *, tol=None, max_iter=None, kernel="auto", device_sweeps=DEVICE_SWEEPS,
+           return_info=False):
     """Prox of ``lam * r_{2:4}`` on every group of 4 consecutive entries along the last dim.
 
     Parameters
@@ -459,8 +486,16 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
     max_iter : int, optional, keyword-only
         Sweeps per candidate (default 10000); a ``RuntimeWarning`` reports groups that
         reached it.
+    kernel : {"auto", "cuda", "torch"}, keyword-only
+        ``"cuda"``: the core's 2:4 kernel compiled for the GPU by numba-cuda
+        (``sparseopt.prox.cuda24``, one thread per group, one launch), for CUDA tensors;
+        it needs the ``numba-cuda`` package. ``"torch"``: the batched torch kernel of this
+        module, on any device. ``"auto"`` (default): ``"cuda"`` for a CUDA tensor when
+        numba-cuda is installed, else ``"torch"``. Both compute the core's EnumALM, and
+        agree with it up to rounding.
     device_sweeps : int, keyword-only
-        Sweeps per candidate on Y's device (default :data:`DEVICE_SWEEPS` = 16). The groups
+        ``kernel="torch"`` only: sweeps per candidate on Y's device (default
+        :data:`DEVICE_SWEEPS` = 16). The groups
         of a candidate still running after them are recomputed by the core's NumPy kernel
         on the CPU (the same algorithm; on a GPU the sweeps of a slow tail of a few groups
         would cost as much as those of all). ``device_sweeps >= max_iter``: no hand-off;
@@ -480,7 +515,8 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
     ValueError
         ``Y`` not a float32/float64 tensor, NaN/Inf in ``Y``, last dim not divisible by 4,
         ``lam`` negative or not finite, ``tol <= 0``, ``max_iter < 1``,
-        ``device_sweeps < 0``.
+        ``device_sweeps < 0``, ``kernel`` not one of :data:`KERNELS`, ``kernel="cuda"``
+        for a tensor not on a CUDA device or without numba-cuda.
 
     Notes
     -----
@@ -517,6 +553,18 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
     max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int(max_iter, "max_iter",
                                                                    minimum=1)
     device_sweeps = check_int(device_sweeps, "device_sweeps", minimum=0)
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "cuda" and Y.device.type != "cuda":
+        raise ValueError(f"kernel='cuda' needs a CUDA tensor, Y is on {Y.device}")
+    if kernel != "torch" and Y.device.type == "cuda":
+        from sparseopt.prox import cuda24
+
+        if cuda24.available():
+            kernel = "cuda"
+        elif kernel == "cuda":
+            raise ValueError("kernel='cuda' needs the numba-cuda package and a CUDA driver "
+                             "that numba sees (pip install numba-cuda)")
     Y = Y.detach()
     gshape = Y.shape[:-1] + (Y.shape[-1] // 4,)
     if Y.numel() == 0 or lam == 0.0:
@@ -525,7 +573,9 @@ def prox24(Y, lam, *, tol=None, max_iter=None, device_sweeps=DEVICE_SWEEPS, retu
         maxed = torch.zeros(gshape, dtype=torch.bool, device=Y.device)
     else:
         with torch.no_grad():
-            if device_sweeps == 0:
+            if kernel == "cuda":
+                w, sweeps, maxed = _cuda_kernel(Y.reshape(-1, 4), lam, tol, max_iter)
+            elif device_sweeps == 0:
                 w, sweeps, maxed = _on_host(Y.reshape(-1, 4), lam, tol, max_iter)
             else:
                 w, sweeps, maxed = _prox24_groups(Y.reshape(-1, 4), lam, tol, max_iter,

@@ -58,6 +58,8 @@ found no proof of the footnote's direction.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -779,100 +781,118 @@ _FAST_SHARE = 0.4
 
 
 @njit(cache=True, error_model="numpy")
-def _bound24(S, lam, cuts):
-    """Per group of a chunk, without branches: abs, sorting network, scaling, the brackets
-    and lower bounds of both candidates and their starts (``_solve_chunk24``'s first pass).
-    ``cuts``: also skip candidates whose lower bound exceeds f at a point w >= 0 (False
-    only in tests, which check that the cut changes nothing)."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
+def _bound24_one(v1, v2, v3, v4, lam, cuts):
+    """One group of ``_bound24``, without branches: abs, sorting network, scaling, the
+    brackets and lower bounds of both candidates and their starts. Returns (a1, a2, scale,
+    z2, z3, z4, perm, best, solve3, x3 (3 entries), solve4, lb4, x4 (4 entries)), the rows
+    of S that ``_bound24`` stores (solve3 and solve4 as 1.0 / 0.0); ``_solve24_one`` (one
+    group per GPU thread) uses it directly."""
+    inline_in_llvm()
     slack = 1.0 + _OBJ_SLACK
+    a1, a2, a3, a4, i1, i2, i3, i4 = _sort24(v1, v2, v3, v4)
+    pos = a1 > 0.0
+    # work on z / z1 with lam z1 (r_{2:4} is cubic): no overflow or underflow of the
+    # cubic terms for any finite input, and tolerances become scale-free
+    scale = a1 if pos else 1.0
+    z1 = 1.0
+    z2 = a2 / scale
+    z3 = a3 / scale
+    z4 = a4 / scale
+    lg = lam * scale
+    cap = 1.0 / lg if lg > 0.0 else np.inf
+    best = 0.5 * (z3 * z3 + z4 * z4)
+    # candidate s = 3 (eq. 11-13): bracket lo <= u <= up of every interior stationary
+    # point, refined by _BRACKET Jacobi passes of u_i = z_i - lg e_2(u_{S-i}) (an
+    # antitone map); the PSD Hessian (eq. 23) needs lg u_i <= 1: cap up at 1 / lg
+    u1, u2, u3 = _min(z1, cap), _min(z2, cap), _min(z3, cap)
+    ok = pos & (z3 > 0.0)
+    l1 = l2 = l3 = 0.0
+    for _ in range(_BRACKET):
+        l1 = _max(z1 - lg * u2 * u3, 0.0)
+        l2 = _max(z2 - lg * u1 * u3, 0.0)
+        l3 = _max(z3 - lg * u1 * u2, 0.0)
+        u1 = _min(u1, z1 - lg * l2 * l3)
+        u2 = _min(u2, z2 - lg * l1 * l3)
+        u3 = _min(u3, z3 - lg * l1 * l2)
+        # a failed pass only makes later bounds meaningless: test all at the end
+        ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (lg * l1 <= 1.0)
+              & (l1 <= u1) & (l2 <= u2) & (l3 <= u3))
+    g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
+    lb3 = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
+    lb3 += (u1 * g1 + u2 * g2 + u3 * g3) / 3.0
+    ok3 = ok & (lb3 <= best * slack)
+    # start: the middle of a small bracket (every interior stationary point is in it),
+    # else the balanced start t + lg t^2 = mean z (see _balanced_start)
+    warm = _max(u1 - l1, _max(u2 - l2, u3 - l3)) <= _WARM * z1
+    zb = (z1 + z2 + z3) / 3.0
+    t = 2.0 * zb / (1.0 + math.sqrt(1.0 + 4.0 * lg * zb))
+    x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
+    x2 = 0.5 * (l2 + u2) if warm else t + z2 - zb
+    x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
+    x31, x32, x33 = x1, x2, x3
+    # f at any w >= 0 bounds the optimum from above (the start, clipped to w >= 0)
+    ub = _min(best, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), 0.0,
+                         z1, z2, z3, z4, lg))
+    # candidate s = 4 (eq. 14); the PSD Hessian (eq. 24) needs lg (u_k + u_l) <= 1
+    u1, u2, u3, u4 = _min(z1, cap), _min(z2, cap), _min(z3, cap), _min(z4, cap)
+    ok = pos & (z4 > 0.0)
+    l4 = 0.0
+    for _ in range(_BRACKET):
+        l1 = _max(z1 - lg * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
+        l2 = _max(z2 - lg * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
+        l3 = _max(z3 - lg * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
+        l4 = _max(z4 - lg * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
+        # and u_i <= 1/lg - u_j <= cap - l_j for any j != i
+        u1 = _min(u1, _min(z1 - lg * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
+        u2 = _min(u2, _min(z2 - lg * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
+        u3 = _min(u3, _min(z3 - lg * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
+        u4 = _min(u4, _min(z4 - lg * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
+        ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (u4 > 0.0)
+              & (lg * (l1 + l2) <= 1.0) & (l1 <= u1) & (l2 <= u2) & (l3 <= u3)
+              & (l4 <= u4))
+    g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
+    lb4 = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
+    lb4 += (u1 * g1 + u2 * g2 + u3 * g3 + u4 * g4) / 3.0
+    warm = _max(_max(u1 - l1, u2 - l2), _max(u3 - l3, u4 - l4)) <= _WARM * z1
+    zb = 0.25 * (z1 + z2 + z3 + z4)
+    t = 2.0 * zb / (1.0 + math.sqrt(1.0 + 12.0 * lg * zb))  # t + 3 lg t^2 = mean z
+    x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
+    x2 = 0.5 * (l2 + u2) if warm else _max(t + z2 - zb, 0.0)
+    x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
+    x4 = 0.5 * (l4 + u4) if warm else _max(t + z4 - zb, 0.0)
+    ub = _min(ub, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), _max(x4, 0.0),
+                       z1, z2, z3, z4, lg))
+    # a candidate whose lower bound exceeds f at a feasible point cannot be the optimum
+    # (the margin is far above the rounding of both bounds on these O(1) numbers)
+    cut = ub + _UB_MARGIN * ub + _UB_MARGIN_ABS if cuts else np.inf
+    solve3 = 1.0 if ok3 & (lb3 <= cut) else 0.0
+    solve4 = 1.0 if ok & (lb4 <= cut) else 0.0
+    perm = i1 + 4.0 * (i2 + 4.0 * (i3 + 4.0 * i4))
+    return (a1, a2, scale, z2, z3, z4, perm, best, solve3, x31, x32, x33, solve4, lb4,
+            x1, x2, x3, x4)
+
+
+@njit(cache=True, error_model="numpy")
+def _bound24(S, lam, cuts):
+    """Per group of a chunk, without branches: ``_bound24_one`` on rows _Y of S, its results
+    stored in the rows they name (``_solve_chunk24``'s first pass). ``cuts``: also skip
+    candidates whose lower bound exceeds f at a point w >= 0 (False only in tests, which
+    check that the cut changes nothing)."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
-        a1, a2, a3, a4, i1, i2, i3, i4 = _sort24(
+        (a1, a2, scale, z2, z3, z4, perm, best, solve3, x31, x32, x33, solve4, lb4,
+         x41, x42, x43, x44) = _bound24_one(
             S[_Y * _CHUNK + j], S[(_Y + 1) * _CHUNK + j], S[(_Y + 2) * _CHUNK + j],
-            S[(_Y + 3) * _CHUNK + j])
-        pos = a1 > 0.0
-        # work on z / z1 with lam z1 (r_{2:4} is cubic): no overflow or underflow of the
-        # cubic terms for any finite input, and tolerances become scale-free
-        scale = a1 if pos else 1.0
-        z1 = 1.0
-        z2 = a2 / scale
-        z3 = a3 / scale
-        z4 = a4 / scale
-        lg = lam * scale
-        cap = 1.0 / lg if lg > 0.0 else np.inf
-        best = 0.5 * (z3 * z3 + z4 * z4)
-        # candidate s = 3 (eq. 11-13): bracket lo <= u <= up of every interior stationary
-        # point, refined by _BRACKET Jacobi passes of u_i = z_i - lg e_2(u_{S-i}) (an
-        # antitone map); the PSD Hessian (eq. 23) needs lg u_i <= 1: cap up at 1 / lg
-        u1, u2, u3 = _min(z1, cap), _min(z2, cap), _min(z3, cap)
-        ok = pos & (z3 > 0.0)
-        l1 = l2 = l3 = 0.0
-        for _ in range(_BRACKET):
-            l1 = _max(z1 - lg * u2 * u3, 0.0)
-            l2 = _max(z2 - lg * u1 * u3, 0.0)
-            l3 = _max(z3 - lg * u1 * u2, 0.0)
-            u1 = _min(u1, z1 - lg * l2 * l3)
-            u2 = _min(u2, z2 - lg * l1 * l3)
-            u3 = _min(u3, z3 - lg * l1 * l2)
-            # a failed pass only makes later bounds meaningless: test all at the end
-            ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (lg * l1 <= 1.0)
-                  & (l1 <= u1) & (l2 <= u2) & (l3 <= u3))
-        g1, g2, g3 = z1 - u1, z2 - u2, z3 - u3
-        lb3 = 0.5 * (z4 * z4 + g1 * g1 + g2 * g2 + g3 * g3)
-        lb3 += (u1 * g1 + u2 * g2 + u3 * g3) / 3.0
-        ok3 = ok & (lb3 <= best * slack)
-        # start: the middle of a small bracket (every interior stationary point is in it),
-        # else the balanced start t + lg t^2 = mean z (see _balanced_start)
-        warm = _max(u1 - l1, _max(u2 - l2, u3 - l3)) <= _WARM * z1
-        zb = (z1 + z2 + z3) / 3.0
-        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 4.0 * lg * zb))
-        x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
-        x2 = 0.5 * (l2 + u2) if warm else t + z2 - zb
-        x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
-        S[_X3 * _CHUNK + j] = x1
-        S[(_X3 + 1) * _CHUNK + j] = x2
-        S[(_X3 + 2) * _CHUNK + j] = x3
-        # f at any w >= 0 bounds the optimum from above (the start, clipped to w >= 0)
-        ub = _min(best, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), 0.0,
-                             z1, z2, z3, z4, lg))
-        # candidate s = 4 (eq. 14); the PSD Hessian (eq. 24) needs lg (u_k + u_l) <= 1
-        u1, u2, u3, u4 = _min(z1, cap), _min(z2, cap), _min(z3, cap), _min(z4, cap)
-        ok = pos & (z4 > 0.0)
-        l4 = 0.0
-        for _ in range(_BRACKET):
-            l1 = _max(z1 - lg * (u2 * u3 + u2 * u4 + u3 * u4), 0.0)
-            l2 = _max(z2 - lg * (u1 * u3 + u1 * u4 + u3 * u4), 0.0)
-            l3 = _max(z3 - lg * (u1 * u2 + u1 * u4 + u2 * u4), 0.0)
-            l4 = _max(z4 - lg * (u1 * u2 + u1 * u3 + u2 * u3), 0.0)
-            # and u_i <= 1/lg - u_j <= cap - l_j for any j != i
-            u1 = _min(u1, _min(z1 - lg * (l2 * l3 + l2 * l4 + l3 * l4), cap - l2))
-            u2 = _min(u2, _min(z2 - lg * (l1 * l3 + l1 * l4 + l3 * l4), cap - l1))
-            u3 = _min(u3, _min(z3 - lg * (l1 * l2 + l1 * l4 + l2 * l4), cap - l1))
-            u4 = _min(u4, _min(z4 - lg * (l1 * l2 + l1 * l3 + l2 * l3), cap - l1))
-            ok = (ok & (u1 > 0.0) & (u2 > 0.0) & (u3 > 0.0) & (u4 > 0.0)
-                  & (lg * (l1 + l2) <= 1.0) & (l1 <= u1) & (l2 <= u2) & (l3 <= u3)
-                  & (l4 <= u4))
-        g1, g2, g3, g4 = z1 - u1, z2 - u2, z3 - u3, z4 - u4
-        lb4 = 0.5 * (g1 * g1 + g2 * g2 + g3 * g3 + g4 * g4)
-        lb4 += (u1 * g1 + u2 * g2 + u3 * g3 + u4 * g4) / 3.0
-        warm = _max(_max(u1 - l1, u2 - l2), _max(u3 - l3, u4 - l4)) <= _WARM * z1
-        zb = 0.25 * (z1 + z2 + z3 + z4)
-        t = 2.0 * zb / (1.0 + np.sqrt(1.0 + 12.0 * lg * zb))  # t + 3 lg t^2 = mean z
-        x1 = 0.5 * (l1 + u1) if warm else t + z1 - zb
-        x2 = 0.5 * (l2 + u2) if warm else _max(t + z2 - zb, 0.0)
-        x3 = 0.5 * (l3 + u3) if warm else _max(t + z3 - zb, 0.0)
-        x4 = 0.5 * (l4 + u4) if warm else _max(t + z4 - zb, 0.0)
-        S[_X4 * _CHUNK + j] = x1
-        S[(_X4 + 1) * _CHUNK + j] = x2
-        S[(_X4 + 2) * _CHUNK + j] = x3
-        S[(_X4 + 3) * _CHUNK + j] = x4
-        ub = _min(ub, _f24(_max(x1, 0.0), _max(x2, 0.0), _max(x3, 0.0), _max(x4, 0.0),
-                           z1, z2, z3, z4, lg))
-        # a candidate whose lower bound exceeds f at a feasible point cannot be the optimum
-        # (the margin is far above the rounding of both bounds on these O(1) numbers)
-        cut = ub + _UB_MARGIN * ub + _UB_MARGIN_ABS if cuts else np.inf
-        S[_SOLVE3 * _CHUNK + j] = 1.0 if ok3 & (lb3 <= cut) else 0.0
-        S[_SOLVE4 * _CHUNK + j] = 1.0 if ok & (lb4 <= cut) else 0.0
+            S[(_Y + 3) * _CHUNK + j], lam, cuts)
+        S[_X3 * _CHUNK + j] = x31
+        S[(_X3 + 1) * _CHUNK + j] = x32
+        S[(_X3 + 2) * _CHUNK + j] = x33
+        S[_X4 * _CHUNK + j] = x41
+        S[(_X4 + 1) * _CHUNK + j] = x42
+        S[(_X4 + 2) * _CHUNK + j] = x43
+        S[(_X4 + 3) * _CHUNK + j] = x44
+        S[_SOLVE3 * _CHUNK + j] = solve3
+        S[_SOLVE4 * _CHUNK + j] = solve4
         S[_LB4 * _CHUNK + j] = lb4
         S[_BEST * _CHUNK + j] = best
         S[_A1 * _CHUNK + j] = a1
@@ -881,7 +901,7 @@ def _bound24(S, lam, cuts):
         S[_Z2 * _CHUNK + j] = z2
         S[_Z3 * _CHUNK + j] = z3
         S[_Z4 * _CHUNK + j] = z4
-        S[_PERM * _CHUNK + j] = i1 + 4.0 * (i2 + 4.0 * (i3 + 4.0 * i4))
+        S[_PERM * _CHUNK + j] = perm
         S[_TWO * _CHUNK + j] = 1.0
 
 
@@ -969,28 +989,71 @@ def _fast24_s4(S, lam, tol, max_iter, count):
 
 
 @njit(cache=True, error_model="numpy")
+def _pick24(k, i1, i2, i3, c1, c2, c3, c4, y):
+    """Entry k of the unsorted winner: the c_i whose sorted position i came from input
+    index k (``_store24_one``; c4's when none of i1, i2, i3 is k), with the sign of y = y_k."""
+    inline_in_llvm()
+    v = c1 if i1 == k else (c2 if i2 == k else (c3 if i3 == k else c4))
+    return (0.0 - v) if y < 0 else v  # 0.0 - 0.0 is +0.0: no negative zeros
+
+
+@njit(cache=True, error_model="numpy")
+def _store24_one(two, a1, a2, b1, b2, b3, b4, perm, y1, y2, y3, y4):
+    """One group of ``_store24``, without branches: the winner, the 2-sparse candidate
+    (a1, a2, 0, 0) if ``two`` (exactly the input entries) else b (sorted order), put back
+    in input order with the input's signs; ``perm`` is ``_bound24_one``'s code."""
+    inline_in_llvm()
+    c1 = a1 if two else b1
+    c2 = a2 if two else b2
+    c3 = 0.0 if two else b3
+    c4 = 0.0 if two else b4
+    code = np.int64(perm)  # i1 + 4 i2 + 16 i3 + 64 i4, exact
+    i1 = code & 3
+    i2 = (code >> 2) & 3
+    i3 = (code >> 4) & 3
+    return (_pick24(0, i1, i2, i3, c1, c2, c3, c4, y1),
+            _pick24(1, i1, i2, i3, c1, c2, c3, c4, y2),
+            _pick24(2, i1, i2, i3, c1, c2, c3, c4, y3),
+            _pick24(3, i1, i2, i3, c1, c2, c3, c4, y4))
+
+
+@njit(cache=True, error_model="numpy")
 def _store24(S):
-    """Per group of a chunk, without branches: the winner, unsorted, with the input's signs."""
+    """Per group of a chunk, without branches: ``_store24_one`` from the rows of S."""
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
-        two = S[_TWO * _CHUNK + j] != 0.0
-        # the 2-sparse candidate returns the input entries exactly
-        b1 = S[_A1 * _CHUNK + j] if two else S[_B * _CHUNK + j]
-        b2 = S[_A2 * _CHUNK + j] if two else S[(_B + 1) * _CHUNK + j]
-        b3 = 0.0 if two else S[(_B + 2) * _CHUNK + j]
-        b4 = 0.0 if two else S[(_B + 3) * _CHUNK + j]
-        code = S[_PERM * _CHUNK + j]
-        i4 = np.floor(code / 64.0)
-        code -= 64.0 * i4
-        i3 = np.floor(code / 16.0)
-        code -= 16.0 * i3
-        i2 = np.floor(code / 4.0)
-        i1 = code - 4.0 * i2
-        for k in range(4):
-            kf = np.float64(k)
-            v = b1 if i1 == kf else (b2 if i2 == kf else (b3 if i3 == kf else b4))
-            # 0.0 - 0.0 is +0.0: no negative zeros
-            S[(_OUT + k) * _CHUNK + j] = (0.0 - v) if S[(_Y + k) * _CHUNK + j] < 0 else v
+        o1, o2, o3, o4 = _store24_one(
+            S[_TWO * _CHUNK + j] != 0.0, S[_A1 * _CHUNK + j], S[_A2 * _CHUNK + j],
+            S[_B * _CHUNK + j], S[(_B + 1) * _CHUNK + j], S[(_B + 2) * _CHUNK + j],
+            S[(_B + 3) * _CHUNK + j], S[_PERM * _CHUNK + j], S[_Y * _CHUNK + j],
+            S[(_Y + 1) * _CHUNK + j], S[(_Y + 2) * _CHUNK + j], S[(_Y + 3) * _CHUNK + j])
+        S[_OUT * _CHUNK + j] = o1
+        S[(_OUT + 1) * _CHUNK + j] = o2
+        S[(_OUT + 2) * _CHUNK + j] = o3
+        S[(_OUT + 3) * _CHUNK + j] = o4
+
+
+@njit(cache=True, error_model="numpy")
+def _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg, cuts):
+    """Whether and how the dense candidate of a group is solved, after the 3-sparse one:
+    0, not (``_bound24_one`` ruled it out, its lower bound exceeds the best value so far,
+    or the best point so far is a KKT point with a positive definite Hessian, which it
+    cannot beat: ``_dense_cannot_win``); 1, it mostly ends inside the orthant (the best
+    point so far has a negative gradient on a zero coordinate: ``_solve_chunk24`` packs
+    these for the lock-step); 2, it mostly ends on a face (scalar ALM at once). ``b``: the
+    3-sparse point when it is the best so far (``two_sparse`` False), ``mx``: its ALM
+    reached max_iter."""
+    dense = solve4 != 0.0 and lb4 <= best * (1.0 + _OBJ_SLACK)
+    if dense and cuts:
+        # the 3-sparse point qualifies only if its ALM converged with three positives
+        dense = not (_dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg) if two_sparse
+                     else ((not mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
+                           & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg)))
+    if not dense:
+        return 0
+    # (1, z2, 0, 0): nu3 <= nu4 as z3 >= z4
+    inside = (lg * (b1 * b2 + b1 * b3 + b2 * b3) < z4) if not two_sparse else (lg * z2 < z3)
+    return 1 if inside else 2
 
 
 @njit(cache=True, error_model="numpy")
@@ -1035,7 +1098,6 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     # idx: where each group of D sits in the chunk
     idx = np.empty(_CHUNK, np.int64)
     nd = np.int64(0)  # typed int64 from the start: a literal 0 would compile _fast24_s4 twice
-    slack = 1.0 + _OBJ_SLACK
     tol_abs = tol  # z1 = 1 after scaling
     newton_start = _NEWTON_START24
     for j in range(n):
@@ -1068,19 +1130,10 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                     best = val
                     two_sparse = False
                     b1, b2, b3 = w1, w2, w3
-            dense = S[_SOLVE4 * _CHUNK + j] != 0.0 and S[_LB4 * _CHUNK + j] <= best * slack
-            if dense and cuts:
-                # the dense candidate cannot beat the best point so far if that point is a
-                # KKT point with a positive definite Hessian (_dense_cannot_win); the
-                # 3-sparse one qualifies only if its ALM converged with three positives
-                dense = not (_dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg) if two_sparse
-                             else ((not mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
-                                   & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg)))
-            if dense and ((lg * (b1 * b2 + b1 * b3 + b2 * b3) < z4) if not two_sparse
-                          else (lg * z2 < z3)):  # (1, z2, 0, 0): nu3 <= nu4 as z3 >= z4
-                # the best point so far is not a KKT point (its gradient is negative on a zero
-                # coordinate): such dense solves mostly end inside the orthant, where the
-                # lock-step finishes them; pack the group for it
+            route = _dense_route24(S[_SOLVE4 * _CHUNK + j], S[_LB4 * _CHUNK + j], best,
+                                   two_sparse, mx, b1, b2, b3, z2, z3, z4, lg, cuts)
+            if route == 1:
+                # mostly ends inside the orthant, where the lock-step finishes it: pack it
                 idx[nd] = j
                 D[_Z2 * _CHUNK + nd] = z2
                 D[_Z3 * _CHUNK + nd] = z3
@@ -1089,7 +1142,7 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                 for i in range(4):
                     D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
                 nd += 1
-            elif dense:  # mostly ends on a face, off the lock-step's path: scalar ALM now
+            elif route == 2:  # mostly ends on a face, off the lock-step's path: scalar ALM now
                 w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start,
                                                   max_iter, S[_X4 * _CHUNK + j],
                                                   S[(_X4 + 1) * _CHUNK + j],
@@ -1196,7 +1249,7 @@ def _easy24(v1, v2, v3, v4, lam):
     lg = lam * scale
     margin = _SCREEN_MARGIN
     r2 = z3 * z3 + z4 * z4
-    r = np.sqrt(r2)
+    r = math.sqrt(r2)
     rho_ok = z3 < (1.0 - margin) * (lg * z2)  # rho^2 = z3 / (lg z2) < 1
     vertex = z2 * z3 >= 4.0 * r2 * (1.0 + margin) * lg  # t* >= rho: (z2 rho)^2 >= 4 R^2
     g_min = 4.0 * r * lg * (z2 * (1.0 - margin) - r) >= z2 * z3  # g(t*) >= 0
@@ -1297,6 +1350,91 @@ def _solve_block24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts,
             out[g, i] = w_hard[k, i]
         sweeps[g] = sweeps_hard[k]
         maxed[g] = maxed_hard[k]
+    return nonfinite
+
+
+@njit(cache=True, error_model="numpy")
+def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
+    """``_solve_chunk24`` on one group, scalar: the same passes (``_bound24_one``, the
+    3-sparse candidate, ``_dense_route24``, the dense candidate, ``_store24_one``), with
+    every ALM run by the scalar ``_alm24`` (the lock-step ``_fast24`` gives its results bit
+    for bit). The code of one GPU thread (``sparseopt.prox.cuda24``). Returns (w1, w2, w3,
+    w4, sweeps, maxed, finite): the prox in input order with signs, float64; a group with
+    NaN or Inf has finite False and a meaningless w."""
+    finite = ((abs(y1) <= _FINITE_MAX) & (abs(y2) <= _FINITE_MAX)
+              & (abs(y3) <= _FINITE_MAX) & (abs(y4) <= _FINITE_MAX))
+    (a1, a2, scale, z2, z3, z4, perm, best, solve3, x31, x32, x33, solve4, lb4,
+     x41, x42, x43, x44) = _bound24_one(y1, y2, y3, y4, lam, cuts)
+    lg = lam * scale
+    newton_start = _NEWTON_START24
+    sweeps = 0
+    mx = False
+    two_sparse = True
+    b1 = b2 = b3 = b4 = 0.0
+    if solve3 != 0.0:
+        w1, w2, w3, _, it = _alm24(1.0, z2, z3, 0.0, 3, lg, tol, newton_start, max_iter,
+                                   x31, x32, x33, 0.0)
+        if it > max_iter:
+            mx = True
+            it = max_iter
+        sweeps += it
+        val = _f24(w1, w2, w3, 0.0, 1.0, z2, z3, 0.0, lg) + 0.5 * z4 * z4
+        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
+            best = val
+            two_sparse = False
+            b1, b2, b3 = w1, w2, w3
+    if _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg,
+                      cuts) != 0:
+        w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol, newton_start, max_iter,
+                                          x41, x42, x43, x44)
+        if it > max_iter:
+            mx = True
+            it = max_iter
+        sweeps += it
+        val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
+        if val < best - _OBJ_SLACK * best:
+            two_sparse = False
+            b1, b2, b3, b4 = w1, w2, w3, w4
+    o1, o2, o3, o4 = _store24_one(two_sparse, a1, a2, b1 * scale, b2 * scale, b3 * scale,
+                                  b4 * scale, perm, y1, y2, y3, y4)
+    return o1, o2, o3, o4, sweeps, mx, finite
+
+
+@njit(cache=True, error_model="numpy")
+def _prox24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts, screen):
+    """One group by the 2:4 kernel: the 2-sparse certificate if ``screen`` (certified: the
+    input's two largest entries, 0 sweeps), else ``_solve24_one``; the same returns. The
+    body of the CUDA kernel (``sparseopt.prox._cuda24_kernel``) and of its CPU twin
+    ``_run_groups_one_by_one``; scalars in and out (the CUDA simulator runs it on Python
+    floats)."""
+    y1, y2, y3, y4 = np.float64(y1), np.float64(y2), np.float64(y3), np.float64(y4)
+    if screen:
+        easy, i1, i2 = _easy24(y1, y2, y3, y4, lam)
+        if easy:
+            # the kept entries exactly, with -0.0 turned into +0.0 (as _screen_pass24)
+            return ((y1 + 0.0) if (i1 == 0.0) | (i2 == 0.0) else 0.0,
+                    (y2 + 0.0) if (i1 == 1.0) | (i2 == 1.0) else 0.0,
+                    (y3 + 0.0) if (i1 == 2.0) | (i2 == 2.0) else 0.0,
+                    (y4 + 0.0) if (i1 == 3.0) | (i2 == 3.0) else 0.0, 0, False, True)
+    return _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts)
+
+
+@njit(cache=True)
+def _run_groups_one_by_one(y, lam, tol, max_iter, out, sweeps, maxed, cuts, screen):
+    """CPU twin of the CUDA kernel: ``_prox24_one`` on every row of y (G, 4) in turn, into
+    out, sweeps, maxed; returns the number of groups with NaN or Inf (tests compare it with
+    the chunked kernel, bit for bit)."""
+    nonfinite = 0
+    for g in range(y.shape[0]):
+        o1, o2, o3, o4, sw, mx, finite = _prox24_one(y[g, 0], y[g, 1], y[g, 2], y[g, 3], lam,
+                                                     tol, max_iter, cuts, screen)
+        out[g, 0] = o1
+        out[g, 1] = o2
+        out[g, 2] = o3
+        out[g, 3] = o4
+        sweeps[g] = sw
+        maxed[g] = mx
+        nonfinite += 0 if finite else 1
     return nonfinite
 
 

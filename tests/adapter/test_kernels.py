@@ -246,6 +246,8 @@ def test_prox24_max_iter_below_the_hand_off_warns_as_before():
     "kwargs, match",
     [
         (dict(Y=torch.ones((2, 4)), lam=1.0, device_sweeps=-1), "device_sweeps"),
+        (dict(Y=torch.ones((2, 4)), lam=1.0, kernel="numba"), "kernel must be one of"),
+        (dict(Y=torch.ones((2, 4)), lam=1.0, kernel="cuda"), "kernel='cuda' needs a CUDA"),
         (dict(Y=np.ones((2, 4)), lam=1.0), "Y must be a torch.Tensor"),
         (dict(Y=torch.ones((2, 4), dtype=torch.int64), lam=1.0), "Y must have dtype"),
         (dict(Y=torch.ones((2, 6)), lam=1.0), "not divisible by 4"),
@@ -507,15 +509,44 @@ def test_prune_runs_on_cuda_like_on_cpu(method):
     assert rc.loss == pytest.approx(rp.loss, rel=1e-6)
 
 
+def _numba_cuda():
+    from sparseopt.prox import cuda24
+
+    return torch.cuda.is_available() and cuda24.available()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("device_sweeps", [16, 2, 0])
-def test_prox24_runs_on_cuda_like_on_cpu(device_sweeps):
-    """Also with most groups handed off to the core (device_sweeps=2): the copies between
-    the GPU and the CPU."""
+@pytest.mark.parametrize("kernel, device_sweeps", [("torch", 16), ("torch", 2), ("torch", 0),
+                                                   ("auto", 16)])
+def test_prox24_runs_on_cuda_like_on_cpu(kernel, device_sweeps):
+    """The torch kernel also with most groups handed off to the core (device_sweeps=2): the
+    copies between the GPU and the CPU; "auto": the core's CUDA kernel where numba-cuda is
+    installed."""
     y = torch.from_numpy(np.random.default_rng(0).standard_normal((64, 64)))
     for dtype in (torch.float64, torch.float32):
         yd = y.to(dtype)
-        got = prox24(yd.cuda(), 0.3, device_sweeps=device_sweeps)
+        got = prox24(yd.cuda(), 0.3, kernel=kernel, device_sweeps=device_sweeps)
         assert got.device.type == "cuda" and got.dtype == dtype
         np.testing.assert_allclose(got.cpu().numpy(), prox_nm(yd.numpy(), 0.3),
                                    atol=1e-10 if dtype == torch.float64 else 1e-6)
+
+
+@pytest.mark.skipif(not _numba_cuda(), reason="needs CUDA and numba-cuda")
+def test_prox24_cuda_kernel_like_the_core_and_the_torch_kernel():
+    """kernel="cuda" (the core's kernel compiled for the GPU) on a CUDA tensor: shape,
+    dtype, device and values as the core's CPU kernel and the torch kernel; its sweep
+    counts and flags come back on the device. Fails if the kernel's result or its info
+    differ beyond rounding."""
+    rng = np.random.default_rng(5)
+    y = torch.from_numpy(rng.standard_normal((3, 256, 64)))
+    y[0, :8] = 0.0
+    y[1, :8] = torch.round(y[1, :8], decimals=1)
+    for dtype in (torch.float64, torch.float32):
+        yd = y.to(dtype)
+        got, info = prox24(yd.cuda(), 0.7, kernel="cuda", return_info=True)
+        assert got.device.type == "cuda" and got.dtype == dtype and got.shape == yd.shape
+        assert info["n_iter"].device.type == "cuda" and info["n_iter"].shape == (3, 256, 16)
+        atol = 1e-10 if dtype == torch.float64 else 1e-6
+        np.testing.assert_allclose(got.cpu().numpy(), prox_nm(yd.numpy(), 0.7), atol=atol)
+        torch_kernel = prox24(yd.cuda(), 0.7, kernel="torch")
+        np.testing.assert_allclose(got.cpu().numpy(), torch_kernel.cpu().numpy(), atol=atol)
