@@ -14,10 +14,12 @@ pruner calls for them, ``sparseopt.backend.kernel("prox_nm", Y)`` (on a GPU the 
 ``prox24``, EnumALM only, so no PGD / IPM rows; on the CPU the NumPy kernel), the
 baseline is ``torch.sort(torch.abs(Y), dim=-1)`` on the same device, every timing waits for
 the device's queued work, and the result is compared with the NumPy kernel's first. On a GPU
-the rows ``alm ... sweeps=S`` time ``prox24(Y, lam, device_sweeps=S)`` for each S of
-``--device-sweeps`` (default 8 4 0): at most S ALM sweeps per candidate on the device, the
-groups still running then on the core's CPU kernel; 0 sends every group to the CPU. The
-kernel's default (16) is the ``alm`` row.
+the ``alm`` row is ``prox24``'s default kernel, named in brackets: ``cuda``, the core's
+kernel compiled by numba-cuda (one thread per group), where numba-cuda is installed, else
+``torch``. The rows ``alm ... torch sweeps=S`` time the batched torch kernel,
+``prox24(Y, lam, kernel="torch", device_sweeps=S)``, for each S of ``--device-sweeps``
+(default 16 0): at most S ALM sweeps per candidate on the device, the groups still running
+then on the core's CPU kernel; 0 sends every group to the CPU.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def main(argv=None):
     ap.add_argument("--sub", type=int, default=20_000, help="cells for PGD / IPM")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device-sweeps", type=int, nargs="*", default=[8, 4, 0],
-                    help="with --device on a GPU: also time prox24 with these device_sweeps")
+    ap.add_argument("--device-sweeps", type=int, nargs="*", default=[16, 0],
+                    help="with --device on a GPU: also time prox24's torch kernel with these "
+                         "device_sweeps")
     ap.add_argument("--device", default=None,
                     help="torch device of the cells, e.g. cuda (default: NumPy arrays)")
     args = ap.parse_args(argv)
@@ -104,10 +107,10 @@ def main(argv=None):
 
 def print_table(rows):
     """The table of (solver, cells, seconds, sort seconds) rows with the ratio to the sort."""
-    print(f"{'solver':<24}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
+    print(f"{'solver':<30}{'cells':>10}{'seconds':>10}{'cells/s':>12}{'sort cells/s':>14}"
           f"{'ratio to sort':>15}")
     for name, cells, t, ts in rows:
-        print(f"{name:<24}{cells:>10d}{t:>10.4f}{cells / t:>12.3g}{cells / ts:>14.3g}"
+        print(f"{name:<30}{cells:>10d}{t:>10.4f}{cells / t:>12.3g}{cells / ts:>14.3g}"
               f"{t / ts:>15.2f}")
 
 
@@ -118,8 +121,13 @@ def bench_device(args, dev):
     from sparseopt.backend import kernel
     from sparseopt.prox import prox_nm
 
+    from sparseopt.prox import cuda24
+
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-    print(f"[bench] torch {torch.__version__}, device {dev} ({name})", flush=True)
+    default_kernel = ("numpy" if dev.type == "cpu" else
+                      "cuda" if dev.type == "cuda" and cuda24.available() else "torch")
+    print(f"[bench] torch {torch.__version__}, device {dev} ({name}), prox24's kernel: "
+          f"{default_kernel}", flush=True)
     Y64 = np.random.default_rng(args.seed).standard_normal((args.cells, 4))
     rows = []
     for dtype, Y in (("float64", Y64), ("float32", Y64.astype(np.float32))):
@@ -135,14 +143,14 @@ def bench_device(args, dev):
         fns = [synced(lambda: torch.sort(torch.abs(Yt), dim=-1), dev),
                synced(lambda: prox(Yt, args.lam, method="alm", tol=args.tol), dev)]
         sweeps = args.device_sweeps if dev.type != "cpu" else []
-        if sweeps:  # the same prox with fewer sweeps on the device, the rest on the CPU
+        if sweeps:  # the torch kernel, S sweeps on the device and the rest on the CPU
             from sparseopt_torch.kernels import prox24
 
-            fns += [synced(lambda sw=sw: prox24(Yt, args.lam, tol=args.tol,
+            fns += [synced(lambda sw=sw: prox24(Yt, args.lam, tol=args.tol, kernel="torch",
                                                 device_sweeps=sw), dev) for sw in sweeps]
         t_sort, t_alm, *t_other = best_times(fns, args.repeat)
-        rows.append((f"alm {dtype}", args.cells, t_alm, t_sort))
-        rows += [(f"alm {dtype} sweeps={sw}", args.cells, t, t_sort)
+        rows.append((f"alm {dtype} [{default_kernel}]", args.cells, t_alm, t_sort))
+        rows += [(f"alm {dtype} torch sweeps={sw}", args.cells, t, t_sort)
                  for sw, t in zip(sweeps, t_other)]
     print()
     print(f"2:4 prox on {dev}, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
