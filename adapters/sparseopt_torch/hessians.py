@@ -12,8 +12,9 @@ Streaming. A forward pre-hook on each layer takes the layer's input ``x`` (shape
 ``X' X`` to a running sum in ``dtype`` on ``device``; token counts are summed too and
 ``H = sum / n`` is formed once at the end (prox24-kubler eq. 2). Memory: the sums (one
 ``d_in x d_in`` matrix per distinct input) and, for the duration of a single forward pass, the
-per-batch product of each shared input; activations are never stored (inputs are compared
-by identity through weak references).
+per-batch product of each shared input; activations are not stored beyond the batch (inputs
+are compared by identity through weak references; on CUDA devices a batch's inputs are kept
+until its end, see "Memory").
 
 Padding. When a batch is a mapping with ``"attention_mask"`` of shape (B, T) and a layer's
 input has shape (B, T, d_in), only the rows with ``attention_mask != 0`` are used: padding
@@ -36,13 +37,14 @@ larger on off-diagonal entries that nearly cancel, and growing with the number o
 float64 ``dtype`` keeps float32's speed without that growth: each batch's X'X is computed in
 float32 and added to a float32 block sum, and the block is added to the float64 sum once it
 holds :data:`_FLUSH_ROWS` rows (tokens) and at the end (q/k/v-style shared inputs add every
-batch). The error is then that of a float32 sum over at most a few thousand rows, however
-many batches there are: on 25 600 rows of mean 1 the tests measure 8.3e-7 (float32) and
-1.4e-7 (this) relative to max|H|. Memory: a float32 block per input besides its float64
-sum. On MiniLM (128 demo sentences) both are within 2.3e-7 of the float64 H. Pruned on it,
-SparseGPT+100 GD ends within 0.01% of the float64-H loss, but prox+100 GD moves by -0.01% to
-+1.3% per layer (median 0): the prox path is that sensitive to a rounding-level change of H,
-so float64 stays the default.
+batch on the CPU; on CUDA devices they have block sums too, and the blocks of one input width
+are added together once one of them holds that many rows). The error is then that of a
+float32 sum over at most a few thousand rows, however many batches there are: on 25 600
+rows of mean 1 the tests measure 8.3e-7 (float32) and 1.4e-7 (this) relative to max|H|.
+Memory: a float32 block per input besides its float64 sum. On MiniLM (128 demo sentences)
+both are within 2.3e-7 of the float64 H. Pruned on it, SparseGPT+100 GD ends within 0.01% of
+the float64-H loss, but prox+100 GD moves by -0.01% to +1.3% per layer (median 0): the prox
+path is that sensitive to a rounding-level change of H, so float64 stays the default.
 
 Kernel. torch has no ``syrk``, so ``X' X`` is computed on the lower block triangle: d_in is
 cut into k (about 8) column blocks and block row i gets ``X_i' X_{:, <= i}`` by one
@@ -50,10 +52,35 @@ cut into k (about 8) column blocks and block row i gets ``X_i' X_{:, <= i}`` by 
 triangle is filled once at the end. A single full ``addmm`` and SciPy's BLAS
 ``dsyrk``/``ssyrk`` (one triangle exactly) were measured too and were slower inside MiniLM's
 forward pass on the 2-core test machine (for syrk, OpenBLAS's threads and torch's OpenMP
-threads compete for the cores); they were removed. On a CUDA device the product is one full
-``addmm`` (:data:`_FULL_PRODUCT_DEVICES`): there MiniLM's products are too small for their
-flops to matter, and the block triangle's 8 launches per input made the hooks 3.2x a
-forward pass on an H100 (``docs/benchmarks.md``).
+threads compete for the cores); they were removed. On a CUDA device
+(:data:`_FULL_PRODUCT_DEVICES`) MiniLM's forward pass is launch-bound (3-5 ms for its 124
+kernels per batch on an H100) and its products are too small for their flops to matter:
+the block triangle's 8 launches per input made the hooks 3.2x a forward pass, one full
+``addmm`` per input 2.0x (92 extra kernels per batch: a padding ``index_select``, a cast and
+a product for each of the 24 distinct inputs). So there the hooks only keep a reference to
+each distinct input, and the end of the batch computes all its products at once, grouped
+by width and rows: one ``torch.stack`` of the group's inputs, one ``index_select`` of the
+kept rows (padding dropped), one cast and one ``baddbmm`` into the sums of that width, which
+are one (slots, d, d) tensor (``bmm`` and ``index_add_`` where the group's slots are not
+consecutive rows of it, or a layer read several inputs). Sharing is decided as on the CPU,
+before the products are added; the parts of a split group start from copies of its row.
+With the single NaN/inf test, a batch then costs 16 extra aten operators on tiny BERTs of
+any depth (the tests count them) and 19 extra kernels on MiniLM on an H100, where the hooks
+took 1.44x a forward pass against 2.01x with one product per input (same machine, one run
+after the other of ``benchmarks/adapter_hooks.py --device cuda``).
+
+Memory. On CUDA devices a batch's inputs are kept until its end, which keeps activations
+alive that a ``no_grad`` forward pass would free. Once the kept inputs exceed
+:data:`_STASH_BYTES` (512 MiB) their products are computed at once, batched in the same way:
+layers with their own H add them to their sums and go on as if the batch had just begun;
+layers that still share keep one X'X per input until the end of the batch decides the
+sharing (as on the CPU). Computing a group takes temporary copies of its rows (stacked,
+unpadded, cast): up to about 4x the kept bytes for float32 activations and float64 products.
+At the end every H is copied out of the stacked sums of its width (so that each is freed on
+its own), one width at a time: transiently twice that width's sums. A layer input changed in
+place after its layer read it would be read changed at the end of the batch: its version
+counter is checked, and such a model is refused (ValueError; ``device="cpu"`` computes the
+products in the hooks).
 
 Cost. The product costs ``n_b d_in^2`` multiply-adds per distinct input (about half with the
 block triangle), against ``n_b d_in d_out`` for the layer itself. In MiniLM (d = 384, FFN
@@ -68,11 +95,17 @@ shared with other jobs, best of 3, interleaved): plain forward 3.06 s; hooks flo
 triangle (default) 1.71x, float32 block triangle 1.43x; in the same run the removed
 alternatives took 2.18x (float64) and 1.65x (float32) with one full addmm, 6.1x and 5.5x
 with SciPy syrk. On 2026-11-26 (idle AVX-512 machine): default 1.84x, float32 1.48x,
-float32 products with float64 sums 1.54x (docs/benchmarks.md).
+float32 products with float64 sums 1.54x (docs/benchmarks.md). On an H100 the flops do not
+matter (see "Kernel"): the deferred products took the hooks to 1.44x (float64), 1.44x
+(float32) and 1.47x (float32 products, float64 sums), still not 1.2x. The 19 extra kernels do
+not explain the rest; the hooks' Python work and the three host synchronizations per batch
+(the padding indices, the NaN/inf test) are the likely part, not measured apart.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -125,9 +158,13 @@ class Hessians:
 
 #: Smallest column block of the "blocked" product; d_in is cut into about 8 blocks.
 _MIN_BLOCK = 128
-#: Devices whose X'X is one full product rather than the block triangle (module Notes,
-#: "Kernel"): on a GPU each block is a kernel launch, and MiniLM's products are small.
+#: Devices whose products are deferred to the end of the batch and computed there as full
+#: products batched by input width (module Notes, "Kernel"): on a GPU every kernel launch
+#: costs more than MiniLM's small products.
 _FULL_PRODUCT_DEVICES = ("cuda",)
+#: On those devices, the bytes of layer inputs kept for the end of the batch above which
+#: their products are computed at once, mid-batch (module Notes, "Memory").
+_STASH_BYTES = 512 * 2**20
 
 #: With ``product_dtype`` narrower than ``dtype``, a layer's products are summed in
 #: ``product_dtype`` over blocks of batches of at least this many rows (tokens), and each
@@ -151,6 +188,16 @@ class _Slot:
         self.calls = {name: [] for name in self.names}
         self.buffer = None  # reused for the first input of a batch
         self.pending = 0  # rows in ``buffer`` not yet added to ``total`` (own, mixed dtypes)
+        self.row = 0  # deferred path: its index in the stacked sums of width d
+
+
+def _parts(slot):
+    """The members of ``slot`` grouped by the sequence of inputs (indices into
+    ``slot.seen``) each read in this batch: only layers of one group still share."""
+    parts = {}
+    for name in slot.names:
+        parts.setdefault(tuple(slot.calls[name]), []).append(name)
+    return parts
 
 
 class _Collector:
@@ -182,28 +229,31 @@ class _Collector:
             self.rows_of[device] = None if bool(keep.all()) else keep.nonzero().squeeze(1)
         return self.rows_of[device]
 
-    def _rows(self, name, x):
-        """The layer input as rows (n_b, d_in) in the product dtype and device, padding
-        dropped."""
+    def _padding_rows(self, name, x):
+        """Check the width of layer ``name``'s input ``x``; the indices of its rows to keep
+        (padding dropped), or None to keep all."""
         d = self.slot_of[name].d
         if x.shape[-1] != d:
             raise ValueError(f"layer {name!r} received an input with last dimension "
                              f"{x.shape[-1]}, expected d_in = {d}")
-        X = x.detach().reshape(-1, d)
         if self.mask is not None and x.ndim == 3 and tuple(x.shape[:2]) == tuple(self.mask.shape):
-            keep = self._kept_rows(x.device)
-            if keep is not None:
-                X = X.index_select(0, keep)
+            return self._kept_rows(x.device)
+        return None
+
+    def _rows(self, name, x):
+        """The layer input as rows (n_b, d_in) in the product dtype and device, padding
+        dropped."""
+        keep = self._padding_rows(name, x)
+        X = x.detach().reshape(-1, x.shape[-1])
+        if keep is not None:
+            X = X.index_select(0, keep)
         return X.to(device=self.device, dtype=self.product_dtype).contiguous()
 
     def _gram(self, X, out, accumulate):
         """``out += X'X`` (accumulate) or ``out = X'X`` on the lower block triangle (the
         module's Notes, "Kernel"); only the lower triangle of ``out`` is meaningful."""
         d = X.shape[1]
-        if X.device.type in _FULL_PRODUCT_DEVICES:
-            block = d  # one product: on a GPU launches, not flops, set the hooks' cost
-        else:
-            block = max(_MIN_BLOCK, -(-d // 8))
+        block = max(_MIN_BLOCK, -(-d // 8))
         for lo in range(0, d, block):
             hi = min(lo + block, d)
             # rows lo:hi, columns 0:hi: the block row of the lower block triangle
@@ -270,9 +320,7 @@ class _Collector:
             if len(slot.names) == 1:
                 new_slots.append(slot)
                 continue
-            parts = {}
-            for name in slot.names:
-                parts.setdefault(tuple(slot.calls[name]), []).append(name)
+            parts = _parts(slot)
             users = {}
             for seq in parts:
                 for i in seq:
@@ -312,9 +360,12 @@ class _Collector:
             diagonals += [s.buffer.diagonal() for s in live if s.pending]
             if not bool(torch.isfinite(torch.cat(diagonals)).all()):
                 bad = [name for s in live if not _finite_sums(s) for name in s.names]
-                raise ValueError(f"non-finite activations (NaN/inf) in the input of layer(s) "
-                                 f"{', '.join(bad)} in batch {index} (or X'X overflowed in "
-                                 f"{self.product_dtype})")
+                raise self._non_finite(bad, index)
+
+    def _non_finite(self, bad, index):
+        return ValueError(f"non-finite activations (NaN/inf) in the input of layer(s) "
+                          f"{', '.join(bad)} in batch {index} (or X'X overflowed in "
+                          f"{self.product_dtype})")
 
     def result(self):
         empty = [name for s in self.slots if s.count == 0 for name in s.names]
@@ -334,6 +385,182 @@ class _Collector:
         out.H = {name: out.H[name] for name in self.order}
         out.n_tokens = {name: out.n_tokens[name] for name in self.order}
         return out
+
+
+class _Input:
+    """A distinct layer input of the batch on the deferred path, kept until its product is
+    computed."""
+
+    def __init__(self, name, x, keep, n):
+        self.name = name  # the first layer that read it (for errors)
+        self.ref = weakref.ref(x)  # sharing is decided by identity, as in the immediate path
+        self.x = x.detach() if n else None  # None once its product is computed (or no rows)
+        # the version counter, shared with x's views, tells whether x was modified in place
+        self.version = None if x.is_inference() else x._version
+        self.keep = keep  # indices of the rows to keep (padding dropped), None: all
+        self.n = n  # rows (tokens) it adds
+        self.product = None  # its X'X when computed before the end of the batch
+
+
+class _DeferredCollector(_Collector):
+    """The hook state on devices in :data:`_FULL_PRODUCT_DEVICES` (module Notes, "Kernel"):
+    the hooks only keep each batch's distinct inputs; their products are computed at the end
+    of the batch, batched by input width, into one stacked sum per width."""
+
+    def __init__(self, layers, dtype, device, product_dtype):
+        super().__init__(layers, dtype, device, product_dtype)
+        # per input width d: the sums of its slots as one (slots, d, d) tensor (``slot.row``
+        # indexes it) and, with a narrower product_dtype, their block sums in that dtype
+        # (module Notes, "Precision"), so that one kernel adds a batch's products to all
+        self.sums, self.blocks = {}, {}
+        for slot in self.slots:  # one slot per width so far
+            self.sums[slot.d] = torch.zeros(1, slot.d, slot.d, dtype=dtype, device=device)
+            if product_dtype != dtype:
+                self.blocks[slot.d] = torch.zeros(1, slot.d, slot.d, dtype=product_dtype,
+                                                  device=device)
+        self.stashed = 0  # bytes of the inputs kept, not yet in a product
+
+    def hook(self, name, args, kwargs):
+        x = args[0] if args else next(iter(kwargs.values()))
+        slot = self.slot_of[name]
+        for i, inp in enumerate(slot.seen):
+            if inp.ref() is x:  # an input seen before in this batch: its product counts again
+                slot.calls[name].append(i)
+                return
+        keep = self._padding_rows(name, x)
+        inp = _Input(name, x, keep, x.numel() // slot.d if keep is None else keep.shape[0])
+        slot.seen.append(inp)
+        slot.calls[name].append(len(slot.seen) - 1)
+        if inp.x is not None:
+            self.stashed += inp.x.numel() * inp.x.element_size()
+            if self.stashed > _STASH_BYTES:
+                self._compute_stashed()
+
+    def _stacked(self, pairs):
+        """The rows of the inputs of the ``(slot, input)`` pairs stacked by (width, rows,
+        padding, dtype, device): yields the pairs of a group and their rows, padding
+        dropped, as one (pairs, n, d) tensor in product_dtype on the sums' device."""
+        groups = {}
+        for pair in pairs:
+            x = pair[1].x
+            key = (x.shape[-1], x.numel(), pair[1].keep is not None, x.dtype, x.device)
+            groups.setdefault(key, []).append(pair)
+        for (d, *_), group in groups.items():
+            for _, inp in group:
+                if inp.version is not None and inp.x._version != inp.version:
+                    raise ValueError(
+                        f"the input of layer {inp.name!r} was modified in place after the "
+                        f"layer read it: on {self.device.type} the products are computed "
+                        "at the end of the batch (module Notes, \"Kernel\"), so layer inputs "
+                        "must not change during the forward pass; use device=\"cpu\"")
+            X = torch.stack([inp.x.reshape(-1, d) for _, inp in group])
+            keep = group[0][1].keep
+            if keep is not None:  # one index_select for the whole group
+                X = X.index_select(1, keep)
+            yield group, X.to(device=self.device, dtype=self.product_dtype)
+
+    def _add(self, work):
+        """Add the products of the inputs of the ``(slot, input)`` pairs ``work`` to the
+        slots' sums (to their block sums with a narrower product_dtype); count the rows."""
+        target = self.blocks or self.sums
+        batched = []
+        for slot, inp in sorted(work, key=lambda pair: pair[0].row):
+            slot.count += inp.n
+            if self.blocks:
+                slot.pending += inp.n
+            if inp.product is not None:  # computed mid-batch
+                target[slot.d][slot.row] += inp.product
+            elif inp.x is not None:
+                batched.append((slot, inp))
+        for group, X in self._stacked(batched):
+            S = target[group[0][0].d]
+            rows = [slot.row for slot, _ in group]
+            if rows == list(range(rows[0], rows[0] + len(rows))):  # one product per slot
+                S[rows[0]:rows[0] + len(rows)].baddbmm_(X.transpose(1, 2), X)
+            else:  # several products for a slot, or other slots between
+                S.index_add_(0, torch.tensor(rows, device=self.device),
+                             torch.bmm(X.transpose(1, 2), X))
+
+    def _compute_stashed(self):
+        """Compute the products of the inputs kept so far in this batch (module Notes,
+        "Memory"): own slots add theirs and go on as if the batch had just begun; shared
+        slots keep each input's product until the end of the batch decides the sharing."""
+        own = [slot for slot in self.slots if len(slot.names) == 1]
+        self._add([(slot, slot.seen[i]) for slot in own for i in slot.calls[slot.names[0]]])
+        for slot in own:
+            slot.seen, slot.calls = [], {slot.names[0]: []}
+        shared = [(slot, inp) for slot in self.slots if len(slot.names) > 1
+                  for inp in slot.seen if inp.x is not None]
+        for group, X in self._stacked(shared):
+            products = torch.bmm(X.transpose(1, 2), X)
+            for (_, inp), G in zip(group, products):
+                inp.product, inp.x = G, None
+        self.stashed = 0
+
+    def end_batch(self, index):
+        work, new_slots = [], []
+        for slot in self.slots:
+            parts = _parts(slot)
+            for seq, names in parts.items():
+                part = slot if len(parts) == 1 else _Slot(names, slot.d, count=slot.count)
+                # a part of a split slot starts from a copy of the slot's sums (_place)
+                part.row, part.pending = slot.row, slot.pending
+                work += [(part, slot.seen[i]) for i in seq]
+                new_slots.append(part)
+            slot.seen, slot.calls = [], {name: [] for name in slot.names}
+        self.slots = sorted(new_slots, key=lambda s: self.order[s.names[0]])
+        self.slot_of = {name: slot for slot in self.slots for name in slot.names}
+        self._place()
+        self._add(work)
+        self.stashed = 0
+        for d, B in self.blocks.items():  # a block is added once a slot's holds _FLUSH_ROWS
+            slots = [slot for slot in self.slots if slot.d == d]
+            if max(slot.pending for slot in slots) >= _FLUSH_ROWS:
+                self.sums[d] += B
+                B.zero_()
+                for slot in slots:
+                    slot.pending = 0
+        # NaN/inf anywhere in X reaches the diagonal of X'X (a sum of squares, >= 0): one
+        # test of the sum of all the diagonals per batch, the slots one by one only when it
+        # fails (to name the layers; none if the test's sum itself overflowed)
+        stacks = list(self.sums.values()) + list(self.blocks.values())
+        total = functools.reduce(torch.add, [S.diagonal(dim1=1, dim2=2).sum() for S in stacks])
+        if not math.isfinite(float(total)):
+            bad = [name for slot in self.slots if not self._finite(slot) for name in slot.names]
+            if bad:
+                raise self._non_finite(bad, index)
+
+    def _place(self):
+        """Give the slots of each width consecutive rows of its stacked sums; the parts of a
+        split slot start from copies of its row."""
+        for d in self.sums:
+            slots = [slot for slot in self.slots if slot.d == d]
+            rows = [slot.row for slot in slots]
+            if rows != list(range(len(slots))):
+                index = torch.tensor(rows, device=self.device)
+                self.sums[d] = self.sums[d].index_select(0, index)
+                if self.blocks:
+                    self.blocks[d] = self.blocks[d].index_select(0, index)
+                for j, slot in enumerate(slots):
+                    slot.row = j
+
+    def _finite(self, slot):
+        stacks = [self.sums[slot.d]] + ([self.blocks[slot.d]] if self.blocks else [])
+        return all(bool(torch.isfinite(S[slot.row].diagonal()).all()) for S in stacks)
+
+    def result(self):
+        # every H its own tensor, freed on its own (prune_model frees them as its layers
+        # finish): the stacked sums are copied out one width at a time
+        for d in list(self.sums):
+            S = self.sums.pop(d)
+            if self.blocks:
+                S += self.blocks.pop(d)
+            for slot in self.slots:
+                if slot.d == d:
+                    slot.total = S[slot.row].clone() if S.shape[0] > 1 else S[0]
+                    slot.pending = 0
+            del S
+        return super().result()
 
 
 def _finite_sums(slot) -> bool:
@@ -404,8 +631,9 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     ------
     ValueError
         Bad arguments, no layer matched ``modules``, ``batches`` empty, a layer that received
-        no token, NaN/inf activations (naming the layer and the batch). The hooks are removed
-        in every case.
+        no token, NaN/inf activations (naming the layer and the batch), on a CUDA device a
+        layer input modified in place during the forward pass (module Notes, "Memory"). The
+        hooks are removed in every case.
 
     Notes
     -----
@@ -456,7 +684,9 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     if progress is None:
         progress = n_batches is not None and n_batches > 20
 
-    collector = _Collector(layers, dtype, device, product_dtype)
+    deferred = device.type in _FULL_PRODUCT_DEVICES
+    collector = (_DeferredCollector if deferred else _Collector)(layers, dtype, device,
+                                                                 product_dtype)
     modes = {module: module.training for module in model.modules()}
     handles = []
     try:

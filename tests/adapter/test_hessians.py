@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from _models import make_tiny_batches
+from _models import make_tiny_batches, make_tiny_bert
 
 from sparseopt_torch import collect_hessians, find_layers
 from sparseopt_torch import hessians as hessians_module
@@ -65,10 +66,21 @@ def no_hooks(model):
     return all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
 
 
+@pytest.fixture(params=["immediate", "deferred"])
+def hook_path(request, monkeypatch):
+    """Both kinds of hooks on the CPU: "immediate" (the CPU's: each input's product in its
+    hook) and "deferred" (CUDA devices': the products batched at the end of the batch),
+    forced here through ``_FULL_PRODUCT_DEVICES``."""
+    if request.param == "deferred":
+        monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    return request.param
+
+
 # -- tiny BERT ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model_dtype", [torch.float64, torch.float32])
-def test_tiny_bert_matches_direct_computation(tiny_bert, tiny_batches, model_dtype):
+def test_tiny_bert_matches_direct_computation(tiny_bert, tiny_batches, model_dtype,
+                                               hook_path):
     model = tiny_bert.to(model_dtype)
     layers = find_layers(model)
     assert len(layers) == 12
@@ -82,7 +94,7 @@ def test_tiny_bert_matches_direct_computation(tiny_bert, tiny_batches, model_dty
     assert no_hooks(model)
 
 
-def test_tiny_bert_padding_is_dropped(tiny_bert, tiny_batches):
+def test_tiny_bert_padding_is_dropped(tiny_bert, tiny_batches, hook_path):
     """Changing the embeddings of padded positions must not change any H."""
     model = tiny_bert.double()
     changed = [{"input_ids": torch.where(b["attention_mask"] == 0, 7, b["input_ids"]),
@@ -97,7 +109,7 @@ def test_tiny_bert_padding_is_dropped(tiny_bert, tiny_batches):
     assert h3.n_tokens[next(iter(h3.H))] == sum(b["input_ids"].numel() for b in changed)
 
 
-def test_tiny_bert_qkv_share_one_tensor(tiny_bert, tiny_batches):
+def test_tiny_bert_qkv_share_one_tensor(tiny_bert, tiny_batches, hook_path):
     hess = collect_hessians(tiny_bert, tiny_batches)
     for block in ("encoder.layer.0", "encoder.layer.1"):
         q, k, v = (f"{block}.{s}" for s in QKV)
@@ -114,7 +126,7 @@ def test_tiny_bert_qkv_share_one_tensor(tiny_bert, tiny_batches):
     assert len({id(t) for t in hess.H.values()}) == len(hess.groups) == 8
 
 
-def test_float32_accumulation_close_to_float64(tiny_bert, tiny_batches):
+def test_float32_accumulation_close_to_float64(tiny_bert, tiny_batches, hook_path):
     h64 = collect_hessians(tiny_bert, tiny_batches)
     h32 = collect_hessians(tiny_bert, tiny_batches, dtype=torch.float32, device="cpu")
     for name, H in h64.H.items():
@@ -125,7 +137,8 @@ def test_float32_accumulation_close_to_float64(tiny_bert, tiny_batches):
 
 
 @pytest.mark.parametrize("flush_rows", [1, 40, None])
-def test_float32_products_with_float64_sums(tiny_bert, tiny_batches, monkeypatch, flush_rows):
+def test_float32_products_with_float64_sums(tiny_bert, tiny_batches, monkeypatch, flush_rows,
+                                             hook_path):
     """product_dtype=float32, dtype=float64: float64 H close to the exact one, whether the
     float32 block is added after every batch (1), every few batches (40) or at the end."""
     if flush_rows is not None:
@@ -140,7 +153,7 @@ def test_float32_products_with_float64_sums(tiny_bert, tiny_batches, monkeypatch
     assert len({id(t) for t in mixed.H.values()}) == len(mixed.groups)
 
 
-def test_float64_sums_do_not_grow_the_float32_error():
+def test_float64_sums_do_not_grow_the_float32_error(hook_path):
     """Many batches of data with a large mean: summing float32 products in float32 loses
     digits as the sum grows, summing blocks of them in float64 does not (this fails if the
     blocks are never added: the error is then the float32 sum's)."""
@@ -182,28 +195,117 @@ def test_blocked_kernel_with_ragged_blocks(tiny_bert, tiny_batches, monkeypatch)
 
 
 @pytest.mark.parametrize("product_dtype", [None, torch.float32])
-def test_full_product_kernel_of_gpus(tiny_bert, tiny_batches, monkeypatch, product_dtype):
-    """The one-product X'X of CUDA devices (forced on the CPU here) gives the same Hessians,
-    own and shared inputs, with float64 and with float32 block sums."""
-    model = tiny_bert.double()
+def test_deferred_products_computed_mid_batch(tiny_bert, tiny_batches, monkeypatch,
+                                              product_dtype):
+    """Deferred path with the kept inputs over the byte limit after every input: each input's
+    product is computed in its hook (shared slots keep them to the end of the batch), and
+    the Hessians, groups and counts equal those of the run without the limit."""
     monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
-    h_full = collect_hessians(model, tiny_batches, product_dtype=product_dtype)
-    ref, _ = capture_reference(model, tiny_batches, find_layers(model))
-    if product_dtype is None:
-        assert_hessians_equal(h_full.H, ref)
-    else:
-        for name, H in h_full.H.items():
-            torch.testing.assert_close(H, ref[name], rtol=1e-5, atol=1e-5 * float(
-                ref[name].abs().max()))
-    for H in h_full.H.values():
-        assert torch.equal(H, H.T)
+    monkeypatch.setattr(hessians_module, "_FLUSH_ROWS", 40)  # block sums added mid-run too
+    model = tiny_bert.double()
+    whole = collect_hessians(model, tiny_batches, product_dtype=product_dtype)
+    computed = []
+    compute = hessians_module._DeferredCollector._compute_stashed
+
+    def counted(collector):
+        computed.append(collector.stashed)
+        compute(collector)
+
+    monkeypatch.setattr(hessians_module._DeferredCollector, "_compute_stashed", counted)
+    monkeypatch.setattr(hessians_module, "_STASH_BYTES", 0)
+    limited = collect_hessians(model, tiny_batches, product_dtype=product_dtype)
+    assert len(computed) == 8 * len(tiny_batches)  # each distinct input at once
+    assert limited.groups == whole.groups and limited.n_tokens == whole.n_tokens
+    assert_hessians_equal(limited.H, whole.H)
+    # and a split of a shared group (Branchy, all three of width 4: in batch 1 a, b and c
+    # read x and c reads 2x too; in batch 2 a and b stop sharing)
+    torch.manual_seed(2)
+    branchy = Branchy().double()
+    batches = [(torch.randn(3, 5, 4, dtype=torch.float64), share) for share in (True, False)]
+    computed.clear()
+    limited = collect_hessians(branchy, batches, product_dtype=product_dtype)
+    assert len(computed) == 2 + 4  # batch 1: x, 2x (a, b, c one group); batch 2: 4 inputs
+    monkeypatch.setattr(hessians_module, "_STASH_BYTES", 2**40)
+    whole = collect_hessians(branchy, batches, product_dtype=product_dtype)
+    assert len(computed) == 6
+    assert limited.groups == whole.groups == [("a",), ("b",), ("c",)]
+    assert limited.n_tokens == whole.n_tokens
+    assert_hessians_equal(limited.H, whole.H)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operators that run, views (which compute nothing) left out."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def extra_ops_per_batch(model, batches):
+    """The aten operators the hooks add to a forward pass per batch (a proxy for a GPU's
+    kernel launches): from the runs over all batches and over the first one, so that the
+    work done once (the first batch's split of the groups, the final divide) cancels."""
+    def ops(fn, part):
+        with OpCounter() as counter:
+            fn(part)
+        return counter.count
+
+    def plain(part):
+        with torch.no_grad():
+            for b in part:
+                model(**b)
+
+    def hooks(part):
+        collect_hessians(model, part, progress=False)
+
+    extra = [ops(hooks, part) - ops(plain, part) for part in (batches, batches[:1])]
+    return (extra[0] - extra[1]) / (len(batches) - 1)
+
+
+def test_deferred_hooks_add_few_operators_per_batch(monkeypatch):
+    """The deferred path's batch costs a fixed number of operators whatever the depth (one
+    stack, index_select, cast and baddbmm per input width, the padding indices, the NaN
+    test): 16 per batch on float32 tiny BERTs of 2 and 4 blocks with float64 sums, where the
+    immediate products took 37.5 and 64.5 (a padding index_select, a cast and a product per
+    distinct input)."""
+    monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    batches = make_tiny_batches(n_batches=3)
+    counts = [extra_ops_per_batch(make_tiny_bert(layers=n), batches) for n in (2, 4)]
+    assert counts[0] == counts[1] <= 20, counts
+
+
+def test_deferred_inputs_modified_in_place_are_refused(monkeypatch):
+    """The deferred products read the inputs at the end of the batch: an input changed in
+    place after its layer read it is refused (the immediate products take it as read)."""
+    model = nn.Sequential(nn.Linear(4, 3)).double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+
+    def forward(m, batch):
+        y = batch.clone()
+        m(y)
+        y.mul_(2)
+
+    hess = collect_hessians(model, [x], forward=forward)
+    torch.testing.assert_close(hess.H["0"], x.T @ x / 5, rtol=1e-12, atol=1e-14)
+    monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    with pytest.raises(ValueError, match="input of layer '0' was modified in place"):
+        collect_hessians(model, [x], forward=forward)
+    assert no_hooks(model)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("product_dtype", [None, torch.float32])
-def test_hessians_on_cuda_equal_the_cpu_reference(tiny_bert, tiny_batches, product_dtype):
-    """Model, batches and sums on a GPU (the full-product kernel there) give the Hessians of
-    the CPU reference."""
+@pytest.mark.parametrize("stash_bytes", [None, 0])
+def test_hessians_on_cuda_equal_the_cpu_reference(tiny_bert, tiny_batches, monkeypatch,
+                                                  product_dtype, stash_bytes):
+    """Model, batches and sums on a GPU (the deferred batched products there, also computed
+    after every input with a byte limit of 0) give the Hessians of the CPU reference."""
+    if stash_bytes is not None:
+        monkeypatch.setattr(hessians_module, "_STASH_BYTES", stash_bytes)
     model = tiny_bert.double()
     ref, _ = capture_reference(model, tiny_batches, find_layers(model))
     batches = [{key: value.cuda() for key, value in b.items()} for b in tiny_batches]
@@ -244,7 +346,7 @@ def test_modules_selection_and_mode_restored(tiny_bert, tiny_batches):
 
 # -- Conv1D (GPT-2) and plain torch models -----------------------------------------------------
 
-def test_gpt2_conv1d():
+def test_gpt2_conv1d(hook_path):
     from transformers import GPT2Config, GPT2Model
 
     torch.manual_seed(0)
@@ -262,7 +364,7 @@ def test_gpt2_conv1d():
     assert_hessians_equal(hess.H, ref)
 
 
-def test_sequential_tensor_and_tuple_batches():
+def test_sequential_tensor_and_tuple_batches(hook_path):
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(6, 10), nn.Tanh(), nn.Linear(10, 3)).double()
     batches = [torch.randn(5, 6, dtype=torch.float64), torch.randn(7, 2, 6, dtype=torch.float64)]
@@ -294,7 +396,7 @@ class Branchy(nn.Module):
 
 @pytest.mark.parametrize("pattern", [(True, False, True), (False, True, True),
                                      (True, True, True), (True, True, False)])
-def test_sharing_follows_every_batch(pattern):
+def test_sharing_follows_every_batch(pattern, hook_path):
     """Layers share H only if they read the same object in every batch; a group that
     stops sharing is split without changing any value."""
     torch.manual_seed(2)
@@ -315,7 +417,7 @@ def test_sharing_follows_every_batch(pattern):
         assert hess.groups == [("a",), ("b",), ("c",)]
 
 
-def test_layer_skipped_in_some_batches():
+def test_layer_skipped_in_some_batches(hook_path):
     """A layer not called in a batch gets no tokens from it, even if it shared before."""
     torch.manual_seed(4)
     model = Branchy().double()
@@ -338,7 +440,7 @@ def test_layer_skipped_in_some_batches():
 
 # -- MiniLM ------------------------------------------------------------------------------------
 
-def test_minilm(minilm):
+def test_minilm(minilm, hook_path):
     bert = minilm[0].auto_model
     sentences = ["Return the sum of the array elements over a given axis.",
                  "Compute the eigenvalues of a general matrix.",
@@ -397,7 +499,7 @@ def test_bad_input_errors(tiny_bert, tiny_batches):
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_non_finite_activations_name_the_layer(bad):
+def test_non_finite_activations_name_the_layer(bad, hook_path):
     torch.manual_seed(3)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
     good = torch.randn(6, 4, dtype=torch.float64)
