@@ -180,3 +180,22 @@ def test_cuda_kernel_on_a_gpu_agrees_with_the_cpu_kernel(dtype):
         f_cpu = prox_objective(w[~close], y64[~close], lam)
         np.testing.assert_allclose(f_gpu, f_cpu, rtol=1e-9 if dtype == np.float64 else 1e-5)
         np.testing.assert_array_equal(mx.copy_to_host(), maxed)
+
+
+def test_available_is_false_with_a_warning_when_numba_cuda_cannot_compile(monkeypatch):
+    """numba-cuda 0.30.4 imports with NumPy 2.5 but its compiler does not (np.row_stack is
+    gone; seen on an H100 machine): then the kernel must count as unavailable, with the
+    reason, so that prox24 takes its torch kernel instead of failing on every CUDA tensor.
+    Fails if available() reports such an install as usable or stays silent."""
+    from numba import cuda
+
+    from sparseopt.prox import cuda24
+
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "numba.cuda.cudaimpl", None)  # its import fails
+    cuda24.available.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="compiler does not import"):
+            assert not cuda24.available()
+    finally:
+        cuda24.available.cache_clear()

@@ -22,6 +22,9 @@ when called, so the core runs without them. Arrays are anything with
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numpy as np
 
 __all__ = ["available", "prox24_cuda"]
@@ -31,13 +34,30 @@ __all__ = ["available", "prox24_cuda"]
 THREADS = 128
 
 
+@functools.cache
 def available() -> bool:
-    """Whether numba-cuda is installed and sees a CUDA device (the simulator counts)."""
+    """Whether numba-cuda is installed, sees a CUDA device (the simulator counts) and its
+    compiler imports. It may not with a NumPy newer than it knows: numba-cuda 0.30.4 fails
+    on NumPy 2.5, which removed ``np.row_stack`` (seen on an H100 machine, 2026-11-27); that
+    case warns once (RuntimeWarning) and returns False."""
+    import numba
+
     try:
         from numba import cuda
     except ImportError:
         return False
-    return bool(cuda.is_available())
+    if not cuda.is_available():
+        return False
+    if numba.config.ENABLE_CUDASIM:  # the simulator runs kernels in Python: no compiler
+        return True
+    try:
+        import numba.cuda.cudaimpl  # noqa: F401  (the lowering a kernel's compilation needs)
+    except Exception as e:  # an installed but broken numba-cuda: say why, once
+        warnings.warn(f"numba-cuda is installed but its compiler does not import here "
+                      f"({type(e).__name__}: {e}); the GPU 2:4 prox kernel is unavailable",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 def _device_array(a, name):
