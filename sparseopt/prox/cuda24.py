@@ -27,10 +27,12 @@ import warnings
 
 import numpy as np
 
+from ..validation import check_int, check_real
+
 __all__ = ["available", "prox24_cuda"]
 
-#: Threads per block: a group's thread holds ~60 float64 registers, and short blocks keep
-#: a slow group from holding many finished threads' slots.
+#: Threads per block (not tuned: the one H100 run, 4M groups, took 0.87x torch.sort's time
+#: in float64 with it, docs/benchmarks.md).
 THREADS = 128
 
 
@@ -105,6 +107,9 @@ def prox24_cuda(y, lam, tol, max_iter, out, sweeps, maxed, *, cuts=True, screen=
     """
     from numba import cuda
 
+    lam = check_real(lam, "lam")
+    tol = check_real(tol, "tol", positive=True)
+    max_iter = check_int(max_iter, "max_iter", minimum=1)
     y, out, sweeps, maxed = (_device_array(a, name) for a, name in
                              ((y, "y"), (out, "out"), (sweeps, "sweeps"), (maxed, "maxed")))
     G = y.shape[0]
@@ -127,6 +132,10 @@ def prox24_cuda(y, lam, tol, max_iter, out, sweeps, maxed, *, cuts=True, screen=
     blocks = (G + THREADS - 1) // THREADS
     from ._cuda24_kernel import prox24_kernel
 
-    prox24_kernel[blocks, THREADS, s](y, float(lam), float(tol), int(max_iter), out, sweeps,
-                                  maxed, bool(cuts), bool(screen), bad)
+    with warnings.catch_warnings():
+        # numba-cuda warns of "under-utilization" below two blocks per multiprocessor: a
+        # small layer's prox is small, and nothing the caller could change
+        warnings.filterwarnings("ignore", message=".*under-utilization")
+        prox24_kernel[blocks, THREADS, s](y, lam, tol, max_iter, out,
+                                          sweeps, maxed, bool(cuts), bool(screen), bad)
     return int(bad.copy_to_host(stream=s)[0])
