@@ -1034,6 +1034,21 @@ def _store24(S):
 
 
 @njit(cache=True, error_model="numpy")
+def _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, s, best):
+    """A solved candidate (s = 3: w4 = 0, f adds the dropped 0.5 z4^2; s = 4: dense)
+    against the best value so far: (its sweeps clipped to max_iter, whether its ALM reached
+    max_iter, whether it wins, its value f). Rounding ties go to the sparser candidate
+    found before it."""
+    inline_in_llvm()
+    maxed = it > max_iter
+    if s == 3:
+        val = _f24(w1, w2, w3, 0.0, 1.0, z2, z3, 0.0, lg) + 0.5 * z4 * z4
+    else:
+        val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
+    return (max_iter if maxed else it), maxed, val < best - _OBJ_SLACK * best, val
+
+
+@njit(cache=True, error_model="numpy")
 def _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg, cuts):
     """Whether and how the dense candidate of a group is solved, after the 3-sparse one:
     0, not (``_bound24_one`` ruled it out, its lower bound exceeds the best value so far,
@@ -1121,12 +1136,10 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                                                max_iter, S[_X3 * _CHUNK + j],
                                                S[(_X3 + 1) * _CHUNK + j],
                                                S[(_X3 + 2) * _CHUNK + j], 0.0)
-                if it > max_iter:
-                    mx = True
-                    it = max_iter
+                it, mx, wins, val = _judge24(w1, w2, w3, 0.0, it, max_iter, z2, z3, z4, lg, 3,
+                                             best)
                 it_total += it
-                val = _f24(w1, w2, w3, 0.0, 1.0, z2, z3, 0.0, lg) + 0.5 * z4 * z4
-                if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
+                if wins:
                     best = val
                     two_sparse = False
                     b1, b2, b3 = w1, w2, w3
@@ -1148,12 +1161,11 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                                                   S[(_X4 + 1) * _CHUNK + j],
                                                   S[(_X4 + 2) * _CHUNK + j],
                                                   S[(_X4 + 3) * _CHUNK + j])
-                if it > max_iter:
-                    mx = True
-                    it = max_iter
+                it, mx4, wins, val = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
+                                              best)
+                mx = mx | mx4
                 it_total += it
-                val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
-                if val < best - _OBJ_SLACK * best:
+                if wins:
                     best = val
                     two_sparse = False
                     b1, b2, b3, b4 = w1, w2, w3, w4
@@ -1181,13 +1193,11 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
             w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start, max_iter,
                                               D[_X4 * _CHUNK + k], D[(_X4 + 1) * _CHUNK + k],
                                               D[(_X4 + 2) * _CHUNK + k], D[(_X4 + 3) * _CHUNK + k])
-        if it > max_iter:
-            maxed[start + j] = True
-            it = max_iter
+        it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
+                                    S[_BEST * _CHUNK + j])
+        maxed[start + j] |= mx4
         sweeps[start + j] += it
-        val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
-        best = S[_BEST * _CHUNK + j]
-        if val < best - _OBJ_SLACK * best:
+        if wins:
             S[_TWO * _CHUNK + j] = 0.0
             S[_B * _CHUNK + j] = w1 * scale
             S[(_B + 1) * _CHUNK + j] = w2 * scale
@@ -1374,12 +1384,9 @@ def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
     if solve3 != 0.0:
         w1, w2, w3, _, it = _alm24(1.0, z2, z3, 0.0, 3, lg, tol, newton_start, max_iter,
                                    x31, x32, x33, 0.0)
-        if it > max_iter:
-            mx = True
-            it = max_iter
+        it, mx, wins, val = _judge24(w1, w2, w3, 0.0, it, max_iter, z2, z3, z4, lg, 3, best)
         sweeps += it
-        val = _f24(w1, w2, w3, 0.0, 1.0, z2, z3, 0.0, lg) + 0.5 * z4 * z4
-        if val < best - _OBJ_SLACK * best:  # rounding ties: sparser wins
+        if wins:
             best = val
             two_sparse = False
             b1, b2, b3 = w1, w2, w3
@@ -1387,12 +1394,10 @@ def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
                       cuts) != 0:
         w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol, newton_start, max_iter,
                                           x41, x42, x43, x44)
-        if it > max_iter:
-            mx = True
-            it = max_iter
+        it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4, best)
+        mx = mx | mx4
         sweeps += it
-        val = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
-        if val < best - _OBJ_SLACK * best:
+        if wins:
             two_sparse = False
             b1, b2, b3, b4 = w1, w2, w3, w4
     o1, o2, o3, o4 = _store24_one(two_sparse, a1, a2, b1 * scale, b2 * scale, b3 * scale,
