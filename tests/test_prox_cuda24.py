@@ -12,6 +12,7 @@ Three levels, so that most of it is checked without a GPU:
    multiply-adds.
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -140,6 +141,8 @@ _SIMULATED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None,
+                    reason="this Numba has no CUDA target (and numba-cuda is not installed)")
 def test_cuda_kernel_on_the_simulator_equals_the_cpu_kernel():
     """The kernel's indexing, stores, NaN count and argument checks, run by Numba's CUDA
     simulator (no GPU needed). Fails if a thread writes another group's row, drops a
