@@ -3,8 +3,8 @@ same run.
 
 Usage::
 
-    python benchmarks/adapter_kernels.py                  # 4M-cell prox, 1536x384 and 4096x4096
-    python benchmarks/adapter_kernels.py --quick          # 256K-cell prox and 256x128 only
+    python benchmarks/adapter_kernels.py                  # 1536x384 and 4096x4096
+    python benchmarks/adapter_kernels.py --quick          # 256x128 only
     python benchmarks/adapter_kernels.py --threads 1      # torch, Numba and BLAS on one thread
 
 The core computes on the arrays it is given: NumPy arrays with NumPy and the Numba kernels,
@@ -16,9 +16,10 @@ what is timed here as "torch", against the same call on NumPy arrays ("core").
 Figures printed (no absolute time is asserted anywhere; ratios compare two timings of the same
 run, interleaved, best of ``--repeats`` after a warm-up):
 
-1. The 2:4 prox of a (cells / 4096, 4096) float32 array of N(0, 1) entries at each lambda of
-   ``--lams``: the torch kernel ``sparseopt_torch.kernels.prox24`` vs
-   ``sparseopt.prox.prox_nm(y, lam, 2, 4, method="alm")``, and the ratio torch / core.
+(The 2:4 prox itself is not compared: ``sparseopt_torch.kernels.prox24`` runs the core's
+kernel, on a view for CPU tensors; its batched torch version, 7-10x slower than the core on
+CPU, was removed on 2026-11-27.)
+
 2. One prox-gradient iteration of prox24-kubler Alg. 2 (gradient step eq. 4 on the rescaled
    problem, then the 2:4 prox) for every ``d_out x d_in`` of ``--sizes`` (W* = randn float32,
    H from ``sparseopt.problems.correlated_hessian``), at the first iterate W = W*: torch
@@ -55,24 +56,6 @@ from sparseopt.prox import prox_nm
 from sparseopt_torch.kernels import prox24
 
 from _timing import best_times, parse_size  # noqa: E402
-
-
-def bench_prox(cells, lams, repeats):
-    rng = np.random.default_rng(0)
-    cols = 4096 if cells >= 4096 else 4 * max(1, cells // 4)
-    y = rng.standard_normal((cells // cols, cols)).astype(np.float32)
-    yt = torch.from_numpy(y)
-    print(f"[1] 2:4 prox of {y.shape[0]}x{y.shape[1]} float32 ({y.size:,} cells)", flush=True)
-    rows = []
-    for lam in lams:
-        # agreement first: a timing of a wrong result is worthless
-        err = float(np.max(np.abs(prox24(yt, lam).numpy() - prox_nm(y, lam, 2, 4))))
-        t_torch, t_core = best_times([lambda: prox24(yt, lam),
-                                      lambda: prox_nm(y, lam, 2, 4, method="alm")], repeats)
-        print(f"    lam={lam:<6g} torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
-              f"torch/core {t_torch / t_core:6.2f}   max|diff| {err:.1e}", flush=True)
-        rows.append((lam, t_torch, t_core))
-    return rows
 
 
 def bench_iteration(d_out, d_in, lams, repeats):
@@ -170,8 +153,6 @@ def bench_layer_methods(d_out, d_in, prox_iters, gd_steps, repeats):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--prox-cells", type=int, default=4 * 1024 * 1024,
-                   help="cells of the prox benchmark (default 4M)")
     p.add_argument("--sizes", type=parse_size, nargs="+",
                    default=[(1536, 384), (4096, 4096)], help="layers d_out x d_in")
     p.add_argument("--lams", type=float, nargs="+", default=[0.01, 0.2, 2.0],
@@ -183,13 +164,13 @@ def main(argv=None):
     p.add_argument("--gd-steps", type=int, default=20, help="masked GD steps timed in [3]")
     p.add_argument("--threads", type=int, default=None,
                    help="threads of torch, Numba and BLAS (default: their defaults)")
-    p.add_argument("--quick", action="store_true", help="256K cells and 256x128 only")
+    p.add_argument("--quick", action="store_true", help="256x128 only")
     args = p.parse_args(argv)
     for name in ("repeats", "prox_iters", "gd_steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.quick:
-        args.prox_cells, args.sizes = 256 * 1024, [(256, 128)]
+        args.sizes = [(256, 128)]
     if args.threads is not None:
         import numba
         from threadpoolctl import threadpool_limits
@@ -202,7 +183,6 @@ def main(argv=None):
     print(f"torch {torch.__version__}, device cpu, torch threads {torch.get_num_threads()}, "
           f"numba threads {numba.get_num_threads()}, os.cpu_count() {os.cpu_count()}, "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
-    bench_prox(args.prox_cells, args.lams, args.repeats)
     for d_out, d_in in args.sizes:
         bench_iteration(d_out, d_in, args.lams, args.repeats)
     for d_out, d_in in args.sizes:

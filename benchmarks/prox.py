@@ -15,11 +15,10 @@ pruner calls for them, ``sparseopt.backend.kernel("prox_nm", Y)`` (on a GPU the 
 baseline is ``torch.sort(torch.abs(Y), dim=-1)`` on the same device, every timing waits for
 the device's queued work, and the result is compared with the NumPy kernel's first. On a GPU
 the ``alm`` row is ``prox24``'s default kernel, named in brackets: ``cuda``, the core's
-kernel compiled by numba-cuda (one thread per group), where numba-cuda is installed, else
-``torch``. The rows ``alm ... torch sweeps=S`` time the batched torch kernel,
-``prox24(Y, lam, kernel="torch", device_sweeps=S)``, for each S of ``--device-sweeps``
-(default 16 0): at most S ALM sweeps per candidate on the device, the groups still running
-then on the core's CPU kernel; 0 sends every group to the CPU.
+kernel compiled by numba-cuda (one thread per group), where numba-cuda is usable, else
+``host``; the ``alm ... [host]`` row below it times ``prox24(Y, lam, kernel="host")`` (the
+core's CPU kernel on a host copy, both copies included) for comparison (``--no-host``
+leaves it out).
 """
 
 from __future__ import annotations
@@ -42,15 +41,12 @@ def main(argv=None):
     ap.add_argument("--sub", type=int, default=20_000, help="cells for PGD / IPM")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device-sweeps", type=int, nargs="*", default=[16, 0],
-                    help="with --device on a GPU: also time prox24's torch kernel with these "
-                         "device_sweeps")
+    ap.add_argument("--no-host", action="store_true",
+                    help="with --device on a GPU: do not also time prox24's host kernel")
     ap.add_argument("--device", default=None,
                     help="torch device of the cells, e.g. cuda (default: NumPy arrays)")
     args = ap.parse_args(argv)
     dev = check_device(ap, args.device)
-    if any(sw < 0 for sw in args.device_sweeps):
-        ap.error(f"--device-sweeps must be >= 0, got {args.device_sweeps}")
     if dev is not None:
         return bench_device(args, dev)
 
@@ -125,7 +121,7 @@ def bench_device(args, dev):
 
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     default_kernel = ("numpy" if dev.type == "cpu" else
-                      "cuda" if dev.type == "cuda" and cuda24.available() else "torch")
+                      "cuda" if dev.type == "cuda" and cuda24.available() else "host")
     print(f"[bench] torch {torch.__version__}, device {dev} ({name}), prox24's kernel: "
           f"{default_kernel}", flush=True)
     Y64 = np.random.default_rng(args.seed).standard_normal((args.cells, 4))
@@ -142,16 +138,14 @@ def bench_device(args, dev):
               f"max|torch - NumPy| on 20000 cells {err:.1e}", flush=True)
         fns = [synced(lambda: torch.sort(torch.abs(Yt), dim=-1), dev),
                synced(lambda: prox(Yt, args.lam, method="alm", tol=args.tol), dev)]
-        sweeps = args.device_sweeps if dev.type != "cpu" else []
-        if sweeps:  # the torch kernel, S sweeps on the device and the rest on the CPU
+        host = dev.type != "cpu" and default_kernel != "host" and not args.no_host
+        if host:  # the core's CPU kernel on a host copy, for comparison
             from sparseopt_torch.kernels import prox24
 
-            fns += [synced(lambda sw=sw: prox24(Yt, args.lam, tol=args.tol, kernel="torch",
-                                                device_sweeps=sw), dev) for sw in sweeps]
+            fns.append(synced(lambda: prox24(Yt, args.lam, tol=args.tol, kernel="host"), dev))
         t_sort, t_alm, *t_other = best_times(fns, args.repeat)
         rows.append((f"alm {dtype} [{default_kernel}]", args.cells, t_alm, t_sort))
-        rows += [(f"alm {dtype} torch sweeps={sw}", args.cells, t, t_sort)
-                 for sw, t in zip(sweeps, t_other)]
+        rows += [(f"alm {dtype} [host]", args.cells, t, t_sort) for t in t_other]
     print()
     print(f"2:4 prox on {dev}, lam = {args.lam}, tol = {args.tol:g}, Y ~ N(0, 1)")
     print_table(rows)

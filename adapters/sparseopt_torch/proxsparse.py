@@ -256,12 +256,11 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
         Record the history every ``record_every`` steps (and at the last step); its
         statistics take several passes over all targeted weights per recorded step.
     backend : {"auto", "torch", "numpy"}, default "auto"
-        Who computes the prox: "torch" the batched kernel :func:`~sparseopt_torch.kernels.prox24`
-        on the weights' device, "numpy" the core's Numba EnumALM
-        (:func:`sparseopt.prox.prox_nm`, CPU weights only), "auto" the core for CPU weights and
-        the torch kernel elsewhere. Both run the same algorithm and agree to rounding
-        (tests/adapter/test_kernels.py); on CPU the core is 7-10x faster
-        (benchmarks/adapter_kernels.py).
+        Who computes the prox: "torch" the adapter's :func:`~sparseopt_torch.kernels.prox24`
+        for the weights' device (the core's EnumALM compiled for the GPU by numba-cuda, or
+        on a host copy), "numpy" the core's Numba EnumALM (:func:`sparseopt.prox.prox_nm`,
+        CPU weights only), "auto" the core for CPU weights and prox24 elsewhere. All run
+        the core's algorithm (on a GPU up to rounding).
     progress : bool, optional
         tqdm progress bar (loss, fraction of 2:4 groups, learning rate); None: only when
         stderr is a terminal (tqdm's ``disable=None``).
@@ -494,7 +493,7 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
 def _prox_function(backend):
     """The 2:4 prox on a weight tensor: ``"torch"`` :func:`~sparseopt_torch.kernels.prox24`;
     ``"numpy"`` / ``"auto"`` the core's kernel for the tensor (``sparseopt.backend.kernel``:
-    Numba EnumALM on a NumPy view of a CPU tensor, the torch kernel on a GPU)."""
+    Numba EnumALM on a NumPy view of a CPU tensor, prox24 on a GPU)."""
     from sparseopt.backend import kernel
 
     from .kernels import prox24
@@ -512,8 +511,8 @@ def _prox_function(backend):
 def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
     """W <- prox24(W, lam) for every (d_out, d_in) weight in ``Ws``, in place.
 
-    Small layers are concatenated into calls of at least ``chunk`` groups: the batched kernel
-    costs a fixed number of tensor operations per ALM sweep, whatever the number of groups.
+    Small layers are concatenated into calls of at least ``chunk`` groups: a call costs a
+    launch and a wait for the device (or two copies to the host) whatever its size.
     bfloat16/float16 weights are proxed in float32 and rounded back to their dtype.
     """
     pending, size = [], 0
