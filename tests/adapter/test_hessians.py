@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from _models import make_tiny_batches, make_tiny_bert
+from _models import ARCHITECTURES, make_tiny_batches, make_tiny_bert, tiny_config
 
 from sparseopt_torch import collect_hessians, find_layers
 from sparseopt_torch import hessians as hessians_module
@@ -362,6 +362,26 @@ def test_gpt2_conv1d(hook_path):
                      "h.0.mlp.c_fc": (32, 32), "h.0.mlp.c_proj": (128, 128)}
     ref, _ = capture_reference(model, batches, layers)
     assert_hessians_equal(hess.H, ref)
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHITECTURES if a not in ("bert", "gpt2")])
+def test_decoder_architectures(arch, hook_path):
+    """The decoders the adapter prunes (``_models.tiny_config``: random weights, 2 blocks,
+    grouped-query attention in llama and mistral), on both hook paths: H equals the
+    reference of plain hooks, with padding dropped, and q/k/v share one H. Fails if a
+    model's forward pass defeats the sharing or the deferred path (e.g. a layer input
+    modified in place, which that path refuses). bert and gpt2 have tests of their own."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    model = tf.AutoModel.from_config(tiny_config(arch)).double().eval()
+    batches = make_tiny_batches(n_batches=2)
+    layers = find_layers(model)
+    hess = collect_hessians(model, batches)
+    ref, counts = capture_reference(model, batches, layers)
+    assert_hessians_equal(hess.H, ref)
+    assert hess.n_tokens == counts
+    assert any(len(group) >= 3 for group in hess.groups)
 
 
 def test_sequential_tensor_and_tuple_batches(hook_path):
