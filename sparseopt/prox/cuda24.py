@@ -1,6 +1,6 @@
 """The 2:4 EnumALM kernel on a CUDA GPU: one thread per group of 4.
 
-Each thread runs ``alm._prox24_group`` on its group: the 2-sparse certificate, then
+Each thread runs ``alm._prox24_one`` on its group: the 2-sparse certificate, then
 ``alm._solve24_one``, the per-group code of the CPU kernel's chunks (``_bound24_one``'s
 brackets, bounds, cuts and starts, the 3-sparse and the dense candidate by ALM with
 face-Newton steps, ``_dense_route24``, ``_store24_one``). numba-cuda compiles these ``@njit``
