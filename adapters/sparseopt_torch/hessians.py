@@ -165,6 +165,9 @@ _FULL_PRODUCT_DEVICES = ("cuda",)
 #: On those devices, the bytes of layer inputs kept for the end of the batch above which
 #: their products are computed at once, mid-batch (module Notes, "Memory").
 _STASH_BYTES = 512 * 2**20
+#: On those devices, the NaN/inf test of the sums runs every this many batches and at the end
+#: (module Notes, "Finiteness"): a test waits for the device's queue.
+_CHECK_EVERY = 16
 
 #: With ``product_dtype`` narrower than ``dtype``, a layer's products are summed in
 #: ``product_dtype`` over blocks of batches of at least this many rows (tokens), and each
@@ -391,21 +394,40 @@ class _Input:
     """A distinct layer input of the batch on the deferred path, kept until its product is
     computed."""
 
-    def __init__(self, name, x, keep, n):
+    def __init__(self, name, x, mask_shape):
         self.name = name  # the first layer that read it (for errors)
-        self.ref = weakref.ref(x)  # sharing is decided by identity, as in the immediate path
-        self.x = x.detach() if n else None  # None once its product is computed (or no rows)
+        self.id = id(x)
+        # identity as in the immediate path: the id alone could be reused once x is freed
+        self.ref = weakref.ref(x)
+        self.x = x  # None once its product is computed
         # the version counter, shared with x's views, tells whether x was modified in place
         self.version = None if x.is_inference() else x._version
-        self.keep = keep  # indices of the rows to keep (padding dropped), None: all
-        self.n = n  # rows (tokens) it adds
+        self.d = x.shape[-1]
+        self.lead = tuple(x.shape[:-1])
+        self.masked = self.lead == mask_shape  # (B, T) rows: padding dropped
+        self.n = None  # rows (tokens) it adds, known once the batch's mask is
         self.product = None  # its X'X when computed before the end of the batch
+
+
+@dataclass
+class _Group:
+    """Distinct inputs of one (width, rows, padding, dtype, device): one stack and one
+    batched product; ``start`` is the first of their slots' consecutive rows in the stacked
+    sums, or None with ``index`` the rows for ``index_add_``."""
+
+    d: int
+    inputs: list
+    masked: bool
+    start: int | None
+    index: torch.Tensor | None
 
 
 class _DeferredCollector(_Collector):
     """The hook state on devices in :data:`_FULL_PRODUCT_DEVICES` (module Notes, "Kernel"):
-    the hooks only keep each batch's distinct inputs; their products are computed at the end
-    of the batch, batched by input width, into one stacked sum per width."""
+    the hooks only note each layer's input; the products are computed at the end of the
+    batch, batched by input width, into one stacked sum per width. A batch that reads its
+    inputs as the previous one did (the same layers, inputs shared alike, the same widths and
+    dtypes) reuses its plan: which products go to which sums."""
 
     def __init__(self, layers, dtype, device, product_dtype):
         super().__init__(layers, dtype, device, product_dtype)
@@ -418,101 +440,177 @@ class _DeferredCollector(_Collector):
             if product_dtype != dtype:
                 self.blocks[slot.d] = torch.zeros(1, slot.d, slot.d, dtype=product_dtype,
                                                   device=device)
+        self.row_names = {slot.d: [slot.names] for slot in self.slots}
+        self.plan = None  # (signature, pairs, groups) of the last batch computed at its end
+        self.checks = []  # per batch not yet tested: (index, per width its rows' diagonals)
+
+    # -- per batch -------------------------------------------------------------------------
+    def start_batch(self, batch):
+        super().start_batch(batch)
+        self.mask_shape = None if self.mask is None else tuple(self.mask.shape)
+        self.inputs, self.ids, self.calls = [], {}, []  # calls: (layer, index into inputs)
         self.stashed = 0  # bytes of the inputs kept, not yet in a product
+        self.computed = False  # whether products were computed mid-batch
+        self.kept = None  # (indices of the kept tokens on the host or None: all, their number)
+        self.mask_copy = None
+        if self.mask is not None and self.mask.device.type == "cuda":
+            # the mask's host copy starts now, so that the end of the batch need not wait
+            # for the device (its padding indices and token count are needed on the host)
+            host = torch.empty(self.mask.shape, dtype=self.mask.dtype, pin_memory=True)
+            host.copy_(self.mask, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.mask.device))
+            self.mask_copy = (host, event)
 
     def hook(self, name, args, kwargs):
         x = args[0] if args else next(iter(kwargs.values()))
-        slot = self.slot_of[name]
-        for i, inp in enumerate(slot.seen):
-            if inp.ref() is x:  # an input seen before in this batch: its product counts again
-                slot.calls[name].append(i)
-                return
-        keep = self._padding_rows(name, x)
-        inp = _Input(name, x, keep, x.numel() // slot.d if keep is None else keep.shape[0])
-        slot.seen.append(inp)
-        slot.calls[name].append(len(slot.seen) - 1)
-        if inp.x is not None:
-            self.stashed += inp.x.numel() * inp.x.element_size()
+        if x.shape[-1] != self.slot_of[name].d:
+            self._padding_rows(name, x)  # raises, naming the layer
+        i = self.ids.get(id(x))
+        if i is None or self.inputs[i].ref() is not x:  # a new input in this batch
+            i = self.ids[id(x)] = len(self.inputs)
+            self.inputs.append(_Input(name, x, self.mask_shape))
+            self.calls.append((name, i))
+            self.stashed += x.numel() * x.element_size()
             if self.stashed > _STASH_BYTES:
                 self._compute_stashed()
+            return
+        self.calls.append((name, i))  # read before: its product counts again
 
-    def _stacked(self, pairs):
-        """The rows of the inputs of the ``(slot, input)`` pairs stacked by (width, rows,
-        padding, dtype, device): yields the pairs of a group and their rows, padding
-        dropped, as one (pairs, n, d) tensor in product_dtype on the sums' device."""
-        groups = {}
-        for pair in pairs:
-            x = pair[1].x
-            key = (x.shape[-1], x.numel(), pair[1].keep is not None, x.dtype, x.device)
-            groups.setdefault(key, []).append(pair)
-        for (d, *_), group in groups.items():
-            for _, inp in group:
-                if inp.version is not None and inp.x._version != inp.version:
-                    raise ValueError(
-                        f"the input of layer {inp.name!r} was modified in place after the "
-                        f"layer read it: on {self.device.type} the products are computed "
-                        "at the end of the batch (module Notes, \"Kernel\"), so layer inputs "
-                        "must not change during the forward pass; use device=\"cpu\"")
-            X = torch.stack([inp.x.reshape(-1, d) for _, inp in group])
-            keep = group[0][1].keep
-            if keep is not None:  # one index_select for the whole group
+    def _kept_tokens(self):
+        """The batch's kept tokens: (their indices as a host tensor, or None for all; their
+        number)."""
+        if self.kept is None:
+            if self.mask_copy is not None:
+                mask, event = self.mask_copy
+                event.synchronize()
+            else:
+                mask = self.mask.cpu()
+            keep = mask.reshape(-1) != 0
+            n = int(keep.sum())
+            self.kept = (None if n == keep.numel() else keep.nonzero().squeeze(1), n)
+        return self.kept
+
+    def _n(self, inp):
+        """The rows (tokens) that input ``inp`` adds."""
+        if inp.n is None:
+            inp.n = self._kept_tokens()[1] if inp.masked else math.prod(inp.lead)
+        return inp.n
+
+    def _kept_rows(self, device):
+        if device not in self.rows_of:
+            index = self._kept_tokens()[0]
+            # the host tensor is not pinned: the copy does not wait for the device's queue
+            self.rows_of[device] = None if index is None else index.to(device,
+                                                                       non_blocking=True)
+        return self.rows_of[device]
+
+    def _stack(self, group):
+        """The rows of the inputs of ``group`` as one (inputs, n, d) tensor in product_dtype
+        on the sums' device, padding dropped."""
+        for i in group.inputs:
+            inp = self.inputs[i]
+            if inp.version is not None and inp.x._version != inp.version:
+                raise ValueError(
+                    f"the input of layer {inp.name!r} was modified in place after the layer "
+                    f"read it: on {self.device.type} the products are computed at the end of "
+                    "the batch (module Notes, \"Kernel\"), so layer inputs must not change "
+                    "during the forward pass; use device=\"cpu\"")
+        X = torch.stack([self.inputs[i].x for i in group.inputs])
+        X = X.reshape(len(group.inputs), -1, group.d)
+        if group.masked:  # one index_select for the whole group
+            keep = self._kept_rows(X.device)
+            if keep is not None:
                 X = X.index_select(1, keep)
-            yield group, X.to(device=self.device, dtype=self.product_dtype)
+        return X.to(device=self.device, dtype=self.product_dtype)
 
-    def _add(self, work):
-        """Add the products of the inputs of the ``(slot, input)`` pairs ``work`` to the
-        slots' sums (to their block sums with a narrower product_dtype); count the rows."""
+    def _by_kind(self, pairs):
+        """The ``(slot, input index)`` pairs whose products are still to compute, grouped by
+        (width, rows, padding, dtype, device) of the inputs: [(d, masked, pairs)]."""
+        by_kind = {}
+        for slot, i in pairs:
+            inp = self.inputs[i]
+            if inp.x is not None:
+                kind = (inp.d, inp.lead, inp.masked, inp.x.dtype, inp.x.device)
+                by_kind.setdefault(kind, []).append((slot, i))
+        return [(d, masked, members) for (d, _, masked, *_), members in by_kind.items()]
+
+    def _groups(self, pairs):
+        """The products of the ``(slot, input index)`` pairs still to compute, as groups in
+        the order of the slots' rows."""
+        groups = []
+        for d, masked, members in self._by_kind(sorted(pairs, key=lambda p: p[0].row)):
+            rows = [slot.row for slot, _ in members]
+            consecutive = rows == list(range(rows[0], rows[0] + len(rows)))
+            groups.append(_Group(d, [i for _, i in members], masked,
+                                 rows[0] if consecutive else None,
+                                 None if consecutive else torch.tensor(rows, device=self.device)))
+        return groups
+
+    def _apply(self, pairs, groups):
+        """Add the products of the inputs of the ``(slot, input index)`` pairs to the slots'
+        sums (to their block sums with a narrower product_dtype), ``groups`` those not yet
+        computed (from :meth:`_groups`); count the rows."""
         target = self.blocks or self.sums
-        batched = []
-        for slot, inp in sorted(work, key=lambda pair: pair[0].row):
-            slot.count += inp.n
+        for slot, i in pairs:
+            inp = self.inputs[i]
+            slot.count += self._n(inp)
             if self.blocks:
                 slot.pending += inp.n
             if inp.product is not None:  # computed mid-batch
                 target[slot.d][slot.row] += inp.product
-            elif inp.x is not None:
-                batched.append((slot, inp))
-        for group, X in self._stacked(batched):
-            S = target[group[0][0].d]
-            rows = [slot.row for slot, _ in group]
-            if rows == list(range(rows[0], rows[0] + len(rows))):  # one product per slot
-                S[rows[0]:rows[0] + len(rows)].baddbmm_(X.transpose(1, 2), X)
+        for group in groups:
+            X = self._stack(group)
+            S = target[group.d]
+            if group.start is not None:  # one product per slot, consecutive rows
+                S[group.start:group.start + len(group.inputs)].baddbmm_(X.transpose(1, 2), X)
             else:  # several products for a slot, or other slots between
-                S.index_add_(0, torch.tensor(rows, device=self.device),
-                             torch.bmm(X.transpose(1, 2), X))
+                S.index_add_(0, group.index, torch.bmm(X.transpose(1, 2), X))
 
     def _compute_stashed(self):
         """Compute the products of the inputs kept so far in this batch (module Notes,
-        "Memory"): own slots add theirs and go on as if the batch had just begun; shared
-        slots keep each input's product until the end of the batch decides the sharing."""
-        own = [slot for slot in self.slots if len(slot.names) == 1]
-        self._add([(slot, slot.seen[i]) for slot in own for i in slot.calls[slot.names[0]]])
-        for slot in own:
-            slot.seen, slot.calls = [], {slot.names[0]: []}
-        shared = [(slot, inp) for slot in self.slots if len(slot.names) > 1
-                  for inp in slot.seen if inp.x is not None]
-        for group, X in self._stacked(shared):
-            products = torch.bmm(X.transpose(1, 2), X)
-            for (_, inp), G in zip(group, products):
+        "Memory"): own slots add theirs and go on as if the batch had just begun; inputs
+        read by shared slots keep their products until the end of the batch decides the
+        sharing."""
+        self.computed = True
+        shared = {i for name, i in self.calls if len(self.slot_of[name].names) > 1}
+        fresh = [i for i in sorted(shared) if self.inputs[i].x is not None]
+        for d, masked, members in self._by_kind([(None, i) for i in fresh]):
+            group = _Group(d, [i for _, i in members], masked, None, None)
+            X = self._stack(group)
+            for i, G in zip(group.inputs, torch.bmm(X.transpose(1, 2), X)):
+                inp = self.inputs[i]
+                self._n(inp)
                 inp.product, inp.x = G, None
+        own = [(self.slot_of[name], i) for name, i in self.calls
+               if len(self.slot_of[name].names) == 1]
+        self._apply(own, self._groups(own))
+        for _, i in own:
+            inp = self.inputs[i]
+            if inp.x is not None:  # read by own slots only: a later read is a new input
+                inp.x = None
+                self.ids.pop(inp.id, None)
+        self.calls = [(name, i) for name, i in self.calls if len(self.slot_of[name].names) > 1]
         self.stashed = 0
 
+    def _signature(self):
+        """What decides a batch's plan: the calls and, per distinct input, its width, dtype,
+        device, padding and which leading shape of the batch it has."""
+        leads = {}
+        kinds = tuple((inp.d, inp.x.dtype, inp.x.device, inp.masked,
+                       leads.setdefault(inp.lead, len(leads))) for inp in self.inputs)
+        return tuple(self.calls), kinds
+
     def end_batch(self, index):
-        work, new_slots = [], []
-        for slot in self.slots:
-            parts = _parts(slot)
-            for seq, names in parts.items():
-                part = slot if len(parts) == 1 else _Slot(names, slot.d, count=slot.count)
-                # a part of a split slot starts from a copy of the slot's sums (_place)
-                part.row, part.pending = slot.row, slot.pending
-                work += [(part, slot.seen[i]) for i in seq]
-                new_slots.append(part)
-            slot.seen, slot.calls = [], {name: [] for name in slot.names}
-        self.slots = sorted(new_slots, key=lambda s: self.order[s.names[0]])
-        self.slot_of = {name: slot for slot in self.slots for name in slot.names}
-        self._place()
-        self._add(work)
-        self.stashed = 0
+        signature = None if self.computed else self._signature()
+        if self.plan is not None and self.plan[0] == signature:
+            self._apply(*self.plan[1:])
+        else:
+            pairs = self._split()
+            groups = self._groups(pairs)
+            self._apply(pairs, groups)
+            self.plan = None if signature is None else (signature, pairs, groups)
+        self.inputs, self.ids, self.calls = [], {}, []
         for d, B in self.blocks.items():  # a block is added once a slot's holds _FLUSH_ROWS
             slots = [slot for slot in self.slots if slot.d == d]
             if max(slot.pending for slot in slots) >= _FLUSH_ROWS:
@@ -520,15 +618,39 @@ class _DeferredCollector(_Collector):
                 B.zero_()
                 for slot in slots:
                     slot.pending = 0
-        # NaN/inf anywhere in X reaches the diagonal of X'X (a sum of squares, >= 0): one
-        # test of the sum of all the diagonals per batch, the slots one by one only when it
-        # fails (to name the layers; none if the test's sum itself overflowed)
-        stacks = list(self.sums.values()) + list(self.blocks.values())
-        total = functools.reduce(torch.add, [S.diagonal(dim1=1, dim2=2).sum() for S in stacks])
-        if not math.isfinite(float(total)):
-            bad = [name for slot in self.slots if not self._finite(slot) for name in slot.names]
-            if bad:
-                raise self._non_finite(bad, index)
+        # NaN/inf anywhere in X reaches the diagonal of X'X (a sum of squares, >= 0), and a
+        # non-finite entry of a running sum stays non-finite: each batch keeps the sums of
+        # its rows' diagonals on the device, tested every _CHECK_EVERY batches and at the end
+        # (a test waits for the device), which names the first bad batch
+        diagonals = {d: S.diagonal(dim1=1, dim2=2).sum(1) for d, S in self.sums.items()}
+        for d, B in self.blocks.items():
+            diagonals[d] = diagonals[d] + B.diagonal(dim1=1, dim2=2).sum(1)
+        self.checks.append((index, diagonals, self.row_names))
+        if len(self.checks) >= _CHECK_EVERY:
+            self._check()
+
+    def _split(self):
+        """Split the slots whose layers did not read the same inputs in this batch (module
+        Notes, "Sharing"); the ``(slot, input index)`` pairs of the batch's products."""
+        reads = {name: [] for name in self.order}
+        for name, i in self.calls:
+            reads[name].append(i)
+        pairs, new_slots = [], []
+        for slot in self.slots:
+            parts = {}
+            for name in slot.names:
+                parts.setdefault(tuple(reads[name]), []).append(name)
+            for seq, names in parts.items():
+                part = slot if len(parts) == 1 else _Slot(names, slot.d, count=slot.count)
+                # a part of a split slot starts from a copy of the slot's sums (_place)
+                part.row, part.pending = slot.row, slot.pending
+                pairs += [(part, i) for i in seq]
+                new_slots.append(part)
+        if len(new_slots) > len(self.slots):
+            self.slots = sorted(new_slots, key=lambda s: self.order[s.names[0]])
+            self.slot_of = {name: slot for slot in self.slots for name in slot.names}
+            self._place()
+        return pairs
 
     def _place(self):
         """Give the slots of each width consecutive rows of its stacked sums; the parts of a
@@ -543,12 +665,30 @@ class _DeferredCollector(_Collector):
                     self.blocks[d] = self.blocks[d].index_select(0, index)
                 for j, slot in enumerate(slots):
                     slot.row = j
+        self.row_names = {d: [slot.names for slot in self.slots if slot.d == d]
+                          for d in self.sums}
+
+    def _check(self):
+        """Test the diagonals kept since the last test; raise naming the first bad batch and
+        its layers (none if only the test's sums overflowed)."""
+        checks, self.checks = self.checks, []
+        if not checks or bool(torch.isfinite(torch.cat(
+                [v for _, diagonals, _ in checks for v in diagonals.values()])).all()):
+            return
+        bad = {name for slot in self.slots if not self._finite(slot) for name in slot.names}
+        for index, diagonals, row_names in checks:
+            named = [name for d, v in diagonals.items()
+                     for row in (~torch.isfinite(v)).nonzero().flatten().tolist()
+                     for name in row_names[d][row] if name in bad]
+            if named:
+                raise self._non_finite(sorted(named, key=self.order.get), index)
 
     def _finite(self, slot):
         stacks = [self.sums[slot.d]] + ([self.blocks[slot.d]] if self.blocks else [])
         return all(bool(torch.isfinite(S[slot.row].diagonal()).all()) for S in stacks)
 
     def result(self):
+        self._check()
         # every H its own tensor, freed on its own (prune_model frees them as its layers
         # finish): the stacked sums are copied out one width at a time
         for d in list(self.sums):

@@ -224,10 +224,12 @@ def test_deferred_products_computed_mid_batch(tiny_bert, tiny_batches, monkeypat
     batches = [(torch.randn(3, 5, 4, dtype=torch.float64), share) for share in (True, False)]
     computed.clear()
     limited = collect_hessians(branchy, batches, product_dtype=product_dtype)
-    assert len(computed) == 2 + 4  # batch 1: x, 2x (a, b, c one group); batch 2: 4 inputs
+    # batch 1: x, 2x (a, b, c one group); batch 2: x, its copy, 2x (c's x is a's: one
+    # product for both, though a and c no longer share)
+    assert len(computed) == 2 + 3
     monkeypatch.setattr(hessians_module, "_STASH_BYTES", 2**40)
     whole = collect_hessians(branchy, batches, product_dtype=product_dtype)
-    assert len(computed) == 6
+    assert len(computed) == 5
     assert limited.groups == whole.groups == [("a",), ("b",), ("c",)]
     assert limited.n_tokens == whole.n_tokens
     assert_hessians_equal(limited.H, whole.H)
@@ -268,14 +270,14 @@ def extra_ops_per_batch(model, batches):
 
 def test_deferred_hooks_add_few_operators_per_batch(monkeypatch):
     """The deferred path's batch costs a fixed number of operators whatever the depth (one
-    stack, index_select, cast and baddbmm per input width, the padding indices, the NaN
-    test): 16 per batch on float32 tiny BERTs of 2 and 4 blocks with float64 sums, where the
-    immediate products took 37.5 and 64.5 (a padding index_select, a cast and a product per
-    distinct input)."""
+    stack, index_select, cast and baddbmm per input width, the padding indices, the sums of
+    the diagonals for the NaN test): 14 per batch on float32 tiny BERTs of 2 and 4 blocks
+    with float64 sums, where the immediate products took 37.5 and 64.5 (a padding
+    index_select, a cast and a product per distinct input)."""
     monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
     batches = make_tiny_batches(n_batches=3)
     counts = [extra_ops_per_batch(make_tiny_bert(layers=n), batches) for n in (2, 4)]
-    assert counts[0] == counts[1] <= 20, counts
+    assert counts[0] == counts[1] <= 16, counts
 
 
 def test_deferred_inputs_modified_in_place_are_refused(monkeypatch):
@@ -535,6 +537,71 @@ def test_non_finite_activations_name_the_layer(bad, hook_path):
                          product_dtype=torch.float32)
     assert no_hooks(model)
     assert torch.isfinite(poisoned[0]).all() and not torch.isfinite(poisoned[2, 1])  # untouched
+
+
+def test_deferred_finiteness_test_every_few_batches_names_the_first_bad_batch(monkeypatch):
+    """On the deferred path the NaN/inf test waits for the device, so it runs every
+    ``_CHECK_EVERY`` batches (here 2) and at the end, from per-batch diagonals kept on the
+    device: a NaN in batch 3 (of 6) stops the run at the test after batch 3, naming batch 3
+    and its layer, although the test there also sees batch 2 and the sums stay NaN."""
+    monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(hessians_module, "_CHECK_EVERY", 2)
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    xs = [torch.randn(6, 4, dtype=torch.float64) for _ in range(6)]
+    xs[3][1, 2] = float("nan")
+    consumed = []
+
+    def batches():
+        for x in xs:
+            consumed.append(x)
+            yield x
+
+    with pytest.raises(ValueError, match=r"layer\(s\) 0, 2 in batch 3 "):
+        collect_hessians(model, batches())
+    assert len(consumed) == 4  # tested after batches 1 and 3, not only at the end
+    assert no_hooks(model)
+
+
+def test_deferred_finiteness_test_overflow_is_not_an_error(hook_path):
+    """Finite float32 sums whose diagonal sums overflow (64 entries of 1.2e37) are not
+    reported as non-finite activations."""
+    model = nn.Sequential(nn.Linear(64, 2))
+    x = torch.full((1, 64), 3.5e18)
+    hess = collect_hessians(model, [x, x], dtype=torch.float32)
+    assert torch.isfinite(hess.H["0"]).all()
+    assert not torch.isfinite(hess.H["0"].diagonal().sum())
+
+
+def test_deferred_plan_reused_only_for_batches_read_alike(monkeypatch):
+    """The deferred path reuses a batch's plan for the next batch read alike (same layers,
+    inputs shared alike, widths and dtypes; the lengths may differ) and makes a new one
+    otherwise: Hessians as the immediate path's, plans made only where the reading changed."""
+    torch.manual_seed(5)
+    model = Branchy().double()
+    shapes = [(3, 5), (2, 7), (2, 7), (4, 1), (3, 5), (3, 5)]
+    shares = [True, True, False, False, True, False]
+    batches = [(torch.randn(*shape, 4, dtype=torch.float64), share)
+               for shape, share in zip(shapes, shares)]
+    immediate = collect_hessians(model, batches)
+    monkeypatch.setattr(hessians_module, "_FULL_PRODUCT_DEVICES", ("cpu", "cuda"))
+    made = []
+    split = hessians_module._DeferredCollector._split
+
+    def counted(collector):
+        made.append(len(collector.slots))
+        return split(collector)
+
+    monkeypatch.setattr(hessians_module._DeferredCollector, "_split", counted)
+    deferred = collect_hessians(model, batches)
+    # the slots before each new plan. Batch 1: the first plan (a and b share, c does not);
+    # 2: reused (other lengths); 3: a and b read different objects (a split); 4: reused;
+    # 5: a and b read one object again, as in batch 1, but only the last plan is kept; 6: as
+    # batch 4, for the same reason
+    assert made == [1, 2, 3, 3]
+    assert deferred.groups == immediate.groups == [("a",), ("b",), ("c",)]
+    assert deferred.n_tokens == immediate.n_tokens
+    assert_hessians_equal(deferred.H, {name: H for name, H in immediate.H.items()})
 
 
 def test_hooks_removed_and_mode_restored_after_exception(tiny_bert, tiny_batches):
