@@ -365,6 +365,14 @@ class _Collector:
                 bad = [name for s in live if not _finite_sums(s) for name in s.names]
                 raise self._non_finite(bad, index)
 
+    def _finish(self):
+        """Every slot's ``total`` becomes its H: symmetric, divided by the tokens."""
+        for slot in self.slots:
+            self._flush(slot)
+            S = slot.total  # owned by the collector: finished in place
+            _fill_upper(S, max(_MIN_BLOCK, -(-slot.d // 8)))  # only the lower was computed
+            S /= slot.count
+
     def _non_finite(self, bad, index):
         return ValueError(f"non-finite activations (NaN/inf) in the input of layer(s) "
                           f"{', '.join(bad)} in batch {index} (or X'X overflowed in "
@@ -375,14 +383,11 @@ class _Collector:
         if empty:
             raise ValueError(f"no tokens reached layer(s) {', '.join(empty)}: the forward "
                              "pass never called them, or every attention_mask entry was 0")
+        self._finish()
         out = Hessians()
         for slot in self.slots:
-            self._flush(slot)
-            S = slot.total  # owned by the collector: finished in place
-            _fill_upper(S, max(_MIN_BLOCK, -(-slot.d // 8)))  # only the lower was computed
-            S /= slot.count
             for name in slot.names:
-                out.H[name] = S
+                out.H[name] = slot.total
                 out.n_tokens[name] = slot.count
             out.groups.append(tuple(slot.names))
         out.H = {name: out.H[name] for name in self.order}
@@ -394,20 +399,20 @@ class _Input:
     """A distinct layer input of the batch on the deferred path, kept until its product is
     computed."""
 
-    def __init__(self, name, x, mask_shape):
+    __slots__ = ("name", "x", "version", "ref", "d", "lead", "masked", "kind", "n", "product")
+
+    def __init__(self, name, x):
         self.name = name  # the first layer that read it (for errors)
-        self.id = id(x)
-        # identity as in the immediate path: the id alone could be reused once x is freed
-        self.ref = weakref.ref(x)
         self.x = x  # None once its product is computed
         # the version counter, shared with x's views, tells whether x was modified in place
         self.version = None if x.is_inference() else x._version
-        self.d = x.shape[-1]
-        self.lead = tuple(x.shape[:-1])
-        self.masked = self.lead == mask_shape  # (B, T) rows: padding dropped
+        # identity while x is dropped mid-batch (its id could then be reused): _drop
+        self.ref = None
+        # width, leading shape, padding, and (with dtype, device) what it is stacked by:
+        # set by _describe
+        self.d = self.lead = self.masked = self.kind = None
         self.n = None  # rows (tokens) it adds, known once the batch's mask is
         self.product = None  # its X'X when computed before the end of the batch
-
 
 @dataclass
 class _Group:
@@ -463,19 +468,33 @@ class _DeferredCollector(_Collector):
             self.mask_copy = (host, event)
 
     def hook(self, name, args, kwargs):
+        # as little as possible here: a MiniLM batch calls it 36 times (module Notes, "Cost")
         x = args[0] if args else next(iter(kwargs.values()))
-        if x.shape[-1] != self.slot_of[name].d:
-            self._padding_rows(name, x)  # raises, naming the layer
         i = self.ids.get(id(x))
-        if i is None or self.inputs[i].ref() is not x:  # a new input in this batch
-            i = self.ids[id(x)] = len(self.inputs)
-            self.inputs.append(_Input(name, x, self.mask_shape))
+        if i is None or self.inputs[i].ref is not None and self.inputs[i].ref() is not x:
+            i = self.ids[id(x)] = len(self.inputs)  # a new input in this batch
+            self.inputs.append(_Input(name, x))
             self.calls.append((name, i))
             self.stashed += x.numel() * x.element_size()
             if self.stashed > _STASH_BYTES:
                 self._compute_stashed()
-            return
-        self.calls.append((name, i))  # read before: its product counts again
+        else:
+            self.calls.append((name, i))  # read before: its product counts again
+
+    def _describe(self):
+        """Width, leading shape and padding of the inputs not yet described."""
+        for inp in self.inputs:
+            if inp.d is None:
+                inp.d, inp.lead = inp.x.shape[-1], tuple(inp.x.shape[:-1])
+                inp.masked = inp.lead == self.mask_shape  # (B, T) rows: padding dropped
+                inp.kind = (inp.d, inp.lead, inp.masked, inp.x.dtype, inp.x.device)
+
+    def _check_widths(self):
+        for name, i in self.calls:
+            if self.inputs[i].d != self.slot_of[name].d:
+                raise ValueError(f"layer {name!r} received an input with last dimension "
+                                 f"{self.inputs[i].d}, expected d_in = "
+                                 f"{self.slot_of[name].d}")
 
     def _kept_tokens(self):
         """The batch's kept tokens: (their indices as a host tensor, or None for all; their
@@ -531,8 +550,7 @@ class _DeferredCollector(_Collector):
         for slot, i in pairs:
             inp = self.inputs[i]
             if inp.x is not None:
-                kind = (inp.d, inp.lead, inp.masked, inp.x.dtype, inp.x.device)
-                by_kind.setdefault(kind, []).append((slot, i))
+                by_kind.setdefault(inp.kind, []).append((slot, i))
         return [(d, masked, members) for (d, _, masked, *_), members in by_kind.items()]
 
     def _groups(self, pairs):
@@ -573,6 +591,8 @@ class _DeferredCollector(_Collector):
         read by shared slots keep their products until the end of the batch decides the
         sharing."""
         self.computed = True
+        self._describe()
+        self._check_widths()
         shared = {i for name, i in self.calls if len(self.slot_of[name].names) > 1}
         fresh = [i for i in sorted(shared) if self.inputs[i].x is not None]
         for d, masked, members in self._by_kind([(None, i) for i in fresh]):
@@ -581,6 +601,7 @@ class _DeferredCollector(_Collector):
             for i, G in zip(group.inputs, torch.bmm(X.transpose(1, 2), X)):
                 inp = self.inputs[i]
                 self._n(inp)
+                inp.ref = weakref.ref(inp.x)  # its identity, now that x may be freed
                 inp.product, inp.x = G, None
         own = [(self.slot_of[name], i) for name, i in self.calls
                if len(self.slot_of[name].names) == 1]
@@ -588,8 +609,8 @@ class _DeferredCollector(_Collector):
         for _, i in own:
             inp = self.inputs[i]
             if inp.x is not None:  # read by own slots only: a later read is a new input
+                self.ids.pop(id(inp.x), None)
                 inp.x = None
-                self.ids.pop(inp.id, None)
         self.calls = [(name, i) for name, i in self.calls if len(self.slot_of[name].names) > 1]
         self.stashed = 0
 
@@ -597,15 +618,17 @@ class _DeferredCollector(_Collector):
         """What decides a batch's plan: the calls and, per distinct input, its width, dtype,
         device, padding and which leading shape of the batch it has."""
         leads = {}
-        kinds = tuple((inp.d, inp.x.dtype, inp.x.device, inp.masked,
-                       leads.setdefault(inp.lead, len(leads))) for inp in self.inputs)
+        kinds = tuple((d, masked, dtype, device, leads.setdefault(lead, len(leads)))
+                      for d, lead, masked, dtype, device in (inp.kind for inp in self.inputs))
         return tuple(self.calls), kinds
 
     def end_batch(self, index):
+        self._describe()
         signature = None if self.computed else self._signature()
         if self.plan is not None and self.plan[0] == signature:
             self._apply(*self.plan[1:])
-        else:
+        else:  # (a plan's widths were checked when it was made)
+            self._check_widths()
             pairs = self._split()
             groups = self._groups(pairs)
             self._apply(pairs, groups)
@@ -689,18 +712,28 @@ class _DeferredCollector(_Collector):
 
     def result(self):
         self._check()
-        # every H its own tensor, freed on its own (prune_model frees them as its layers
-        # finish): the stacked sums are copied out one width at a time
+        return super().result()
+
+    def _finish(self):
+        # a few operators per width, not per slot (module Notes, "Cost"); every H its own
+        # tensor, freed on its own (prune_model frees them as its layers finish): the stacked
+        # sums are finished and copied out one width at a time
         for d in list(self.sums):
             S = self.sums.pop(d)
             if self.blocks:
                 S += self.blocks.pop(d)
-            for slot in self.slots:
-                if slot.d == d:
-                    slot.total = S[slot.row].clone() if S.shape[0] > 1 else S[0]
-                    slot.pending = 0
+            slots = [slot for slot in self.slots if slot.d == d]  # in the order of the rows
+            # exactly symmetric (bmm's X'X need not be): the lower triangle reflected
+            upper = S.tril(-1).transpose(1, 2)
+            S.tril_()
+            S += upper
+            del upper
+            S /= torch.tensor([float(slot.count) for slot in slots], dtype=S.dtype,
+                              device=S.device).view(-1, 1, 1)
+            for slot in slots:
+                slot.total = S[slot.row].clone() if len(slots) > 1 else S[0]
+                slot.pending = 0
             del S
-        return super().result()
 
 
 def _finite_sums(slot) -> bool:
@@ -721,6 +754,19 @@ def _fill_upper(S, block):
         D.copy_(D.tril() + D.tril(-1).T)
         if hi < d:
             S[lo:hi, hi:].copy_(S[hi:, lo:hi].T)
+
+
+def _reading(forward, name, read):
+    """``forward`` that first calls ``read(name, args, kwargs)``. The hooks wrap the layers'
+    ``forward`` rather than register forward pre-hooks: a module with hooks takes
+    ``nn.Module.__call__``'s slow path, 9 us per call on an H100's host (module Notes,
+    "Cost")."""
+    @functools.wraps(forward)
+    def reading(*args, **kwargs):
+        read(name, args, kwargs)
+        return forward(*args, **kwargs)
+
+    return reading
 
 
 def _default_forward(model, batch):
@@ -828,12 +874,11 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     collector = (_DeferredCollector if deferred else _Collector)(layers, dtype, device,
                                                                  product_dtype)
     modes = {module: module.training for module in model.modules()}
-    handles = []
+    saved = {}
     try:
         for name, module in layers.items():
-            handles.append(module.register_forward_pre_hook(
-                lambda _mod, args, kwargs, _name=name: collector.hook(_name, args, kwargs),
-                with_kwargs=True))
+            saved[module] = module.__dict__.get("forward")  # an instance's own forward
+            module.forward = _reading(module.forward, name, collector.hook)
         model.eval()
         seen = 0
         from tqdm.auto import tqdm
@@ -849,7 +894,10 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
             raise ValueError("batches is empty: no calibration data")
         return collector.result()
     finally:
-        for handle in handles:
-            handle.remove()
+        for module, forward in saved.items():
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
         for module, training in modes.items():
             module.train(training)

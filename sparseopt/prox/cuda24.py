@@ -31,9 +31,10 @@ from ..validation import check_int, check_real
 
 __all__ = ["available", "prox24_cuda"]
 
-#: Threads per block (not tuned: the one H100 run, 4M groups, took 0.87x torch.sort's time
-#: in float64 with it, docs/benchmarks.md).
-THREADS = 128
+#: Threads per block. H100, 4M groups, the kernel alone (docs/benchmarks.md, third GPU
+#: session): float64 1.37-1.38 ms at 64-256 and 1.53 at 512; float32 1.91 ms at 128, 1.58 at
+#: 256 and 1.56 at 512.
+THREADS = 256
 
 
 @functools.cache
