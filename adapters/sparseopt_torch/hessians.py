@@ -411,7 +411,7 @@ class _Input:
         # width, leading shape, padding, and (with dtype, device) what it is stacked by:
         # set by _describe
         self.d = self.lead = self.masked = self.kind = None
-        self.n = None  # rows (tokens) it adds, known once the batch's mask is
+        self.n = None  # rows (tokens) it adds (the padding dropped): _describe
         self.product = None  # its X'X when computed before the end of the batch
 
 @dataclass
@@ -482,12 +482,13 @@ class _DeferredCollector(_Collector):
             self.calls.append((name, i))  # read before: its product counts again
 
     def _describe(self):
-        """Width, leading shape and padding of the inputs not yet described."""
+        """Width, leading shape, padding and rows of the inputs not yet described."""
         for inp in self.inputs:
             if inp.d is None:
                 inp.d, inp.lead = inp.x.shape[-1], tuple(inp.x.shape[:-1])
                 inp.masked = inp.lead == self.mask_shape  # (B, T) rows: padding dropped
                 inp.kind = (inp.d, inp.lead, inp.masked, inp.x.dtype, inp.x.device)
+                inp.n = self._kept_tokens()[1] if inp.masked else math.prod(inp.lead)
 
     def _check_widths(self):
         for name, i in self.calls:
@@ -509,12 +510,6 @@ class _DeferredCollector(_Collector):
             n = int(keep.sum())
             self.kept = (None if n == keep.numel() else keep.nonzero().squeeze(1), n)
         return self.kept
-
-    def _n(self, inp):
-        """The rows (tokens) that input ``inp`` adds."""
-        if inp.n is None:
-            inp.n = self._kept_tokens()[1] if inp.masked else math.prod(inp.lead)
-        return inp.n
 
     def _kept_rows(self, device):
         if device not in self.rows_of:
@@ -572,7 +567,7 @@ class _DeferredCollector(_Collector):
         target = self.blocks or self.sums
         for slot, i in pairs:
             inp = self.inputs[i]
-            slot.count += self._n(inp)
+            slot.count += inp.n
             if self.blocks:
                 slot.pending += inp.n
             if inp.product is not None:  # computed mid-batch
@@ -600,7 +595,6 @@ class _DeferredCollector(_Collector):
             X = self._stack(group)
             for i, G in zip(group.inputs, torch.bmm(X.transpose(1, 2), X)):
                 inp = self.inputs[i]
-                self._n(inp)
                 inp.ref = weakref.ref(inp.x)  # its identity, now that x may be freed
                 inp.product, inp.x = G, None
         own = [(self.slot_of[name], i) for name, i in self.calls
@@ -756,19 +750,6 @@ def _fill_upper(S, block):
             S[lo:hi, hi:].copy_(S[hi:, lo:hi].T)
 
 
-def _reading(forward, name, read):
-    """``forward`` that first calls ``read(name, args, kwargs)``. The hooks wrap the layers'
-    ``forward`` rather than register forward pre-hooks: a module with hooks takes
-    ``nn.Module.__call__``'s slow path, 9 us per call on an H100's host (module Notes,
-    "Cost")."""
-    @functools.wraps(forward)
-    def reading(*args, **kwargs):
-        read(name, args, kwargs)
-        return forward(*args, **kwargs)
-
-    return reading
-
-
 def _default_forward(model, batch):
     if isinstance(batch, Mapping):
         return model(**batch)
@@ -874,11 +855,12 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     collector = (_DeferredCollector if deferred else _Collector)(layers, dtype, device,
                                                                  product_dtype)
     modes = {module: module.training for module in model.modules()}
-    saved = {}
+    handles = []
     try:
         for name, module in layers.items():
-            saved[module] = module.__dict__.get("forward")  # an instance's own forward
-            module.forward = _reading(module.forward, name, collector.hook)
+            handles.append(module.register_forward_pre_hook(
+                lambda _mod, args, kwargs, _name=name: collector.hook(_name, args, kwargs),
+                with_kwargs=True))
         model.eval()
         seen = 0
         from tqdm.auto import tqdm
@@ -894,10 +876,7 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
             raise ValueError("batches is empty: no calibration data")
         return collector.result()
     finally:
-        for module, forward in saved.items():
-            if forward is None:
-                del module.forward
-            else:
-                module.forward = forward
+        for handle in handles:
+            handle.remove()
         for module, training in modes.items():
             module.train(training)
