@@ -64,10 +64,23 @@ kept rows (padding dropped), one cast and one ``baddbmm`` into the sums of that 
 are one (slots, d, d) tensor (``bmm`` and ``index_add_`` where the group's slots are not
 consecutive rows of it, or a layer read several inputs). Sharing is decided as on the CPU,
 before the products are added; the parts of a split group start from copies of its row.
-With the single NaN/inf test, a batch then costs 16 extra aten operators on tiny BERTs of
-any depth (the tests count them) and 19 extra kernels on MiniLM on an H100, where the hooks
-took 1.44x a forward pass against 2.01x with one product per input (same machine, one run
-after the other of ``benchmarks/adapter_hooks.py --device cuda``).
+A batch read as the previous one was (the same layers, inputs shared alike, the same
+widths and dtypes; the lengths may differ) reuses that batch's plan: which inputs are
+stacked together and which rows of the sums they go to. The hooks themselves only note the
+input (a dict lookup and an append); its width, shape and padding are read at the end of
+the batch. With the finiteness test below, a batch costs 14 extra aten operators on tiny
+BERTs of any depth (the tests count them) and 12 extra kernels on MiniLM on an H100.
+
+Finiteness. NaN/inf anywhere in a layer's input reaches the diagonal of its X'X (a sum of
+squares), and a non-finite entry of a running sum stays non-finite. On the CPU all the sums'
+diagonals are tested after every batch. On CUDA devices a test waits for the device's
+queue, which stops the GPU from overlapping a batch's products with the next batch's Python
+(on an H100 a test after every batch cost 0.19 and 0.33 ms per MiniLM batch in two runs,
+6-10% of a forward pass, and nothing measurable in a third). There each batch keeps the sums of every slot's diagonal on the device (one reduction
+per input width), and they are tested every :data:`_CHECK_EVERY` (16) batches and at the
+end: the error still names the first bad batch and its layers, up to 15 batches later. For
+the padding, the mask's host copy starts at the batch's start and is read at its end, so
+no host wait remains in a batch.
 
 Memory. On CUDA devices a batch's inputs are kept until its end, which keeps activations
 alive that a ``no_grad`` forward pass would free. Once the kept inputs exceed
@@ -96,11 +109,15 @@ triangle (default) 1.71x, float32 block triangle 1.43x; in the same run the remo
 alternatives took 2.18x (float64) and 1.65x (float32) with one full addmm, 6.1x and 5.5x
 with SciPy syrk. On 2026-11-26 (idle AVX-512 machine): default 1.84x, float32 1.48x,
 float32 products with float64 sums 1.54x (docs/benchmarks.md). On an H100 the flops do not
-matter (see "Kernel"): the deferred products took the hooks to 1.44x (float64), 1.44x
-(float32) and 1.47x (float32 products, float64 sums), still not 1.2x. The 19 extra kernels do
-not explain the rest; the hooks' Python work and the three host synchronizations per batch
-(the padding indices, the NaN/inf test) are the likely part, not measured apart.
-"""
+matter (see "Kernel"): the deferred products took the hooks from 2.0x to 1.44-1.48x, and
+without the host waits, with the plans and the thinner hooks (2026-11-27, third GPU
+session) to 1.35x in ``benchmarks/adapter_hooks.py`` (1.36x against 1.50x for the code
+before them, in one run on one machine; earlier steps of the same work measured 1.25-1.39x
+on other machines). Still not 1.2x: per MiniLM batch (about 3.2 ms of forward pass) the
+hooks add about 1 ms of Python and launches, and 36 no-op forward pre-hooks alone cost
+0.20 and 0.32 ms per batch on two H100 hosts (the slow path of ``nn.Module.__call__``),
+nothing measurable on a third.
+""""""
 
 from __future__ import annotations
 
