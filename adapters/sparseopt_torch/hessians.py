@@ -117,7 +117,7 @@ on other machines). Still not 1.2x: per MiniLM batch (about 3.2 ms of forward pa
 hooks add about 1 ms of Python and launches, and 36 no-op forward pre-hooks alone cost
 0.20 and 0.32 ms per batch on two H100 hosts (the slow path of ``nn.Module.__call__``),
 nothing measurable on a third.
-""""""
+"""
 
 from __future__ import annotations
 
