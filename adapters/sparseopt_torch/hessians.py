@@ -423,7 +423,8 @@ class _Input:
         self.x = x  # None once its product is computed
         # the version counter, shared with x's views, tells whether x was modified in place
         self.version = None if x.is_inference() else x._version
-        # identity while x is dropped mid-batch (its id could then be reused): _drop
+        # its identity once x is dropped mid-batch (the id could then be reused):
+        # _compute_stashed
         self.ref = None
         # width, leading shape, padding, and (with dtype, device) what it is stacked by:
         # set by _describe

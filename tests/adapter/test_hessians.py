@@ -604,6 +604,23 @@ def test_deferred_plan_reused_only_for_batches_read_alike(monkeypatch):
     assert_hessians_equal(deferred.H, {name: H for name, H in immediate.H.items()})
 
 
+class Lenient(nn.Linear):
+    """A linear layer that reads only the first ``in_features`` entries of its input."""
+
+    def forward(self, x):
+        return super().forward(x[..., :self.in_features])
+
+
+def test_input_of_the_wrong_width_names_the_layer(hook_path):
+    """A layer whose input is wider than its weights is refused, naming it (the immediate
+    hooks at once, the deferred ones at the end of the batch)."""
+    model = nn.Sequential(Lenient(4, 3)).double()
+    with pytest.raises(ValueError, match=r"layer '0' received an input with last dimension "
+                                         r"6, expected d_in = 4"):
+        collect_hessians(model, [torch.randn(5, 6, dtype=torch.float64)])
+    assert no_hooks(model)
+
+
 def test_hooks_removed_and_mode_restored_after_exception(tiny_bert, tiny_batches):
     tiny_bert.train()
 
