@@ -121,7 +121,6 @@ nothing measurable on a third.
 
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 from collections.abc import Iterable, Mapping
