@@ -122,3 +122,17 @@ def test_proxsparse_run_reuses_the_hessians_of_prune_runs(tmp_path, minilm, monk
     assert sorted(n for names in reused for n in names) == sorted(hs.H)
     for a, b in zip(plain.records, shared.records, strict=True):
         assert (a.name, a.loss, a.loss_gd, a.n_tokens) == (b.name, b.loss, b.loss_gd, b.n_tokens)
+
+
+def test_full_demo_runs_the_paper_schedule_beside_the_default():
+    """Issue 12 item 4: the full demo's table has prox with its default schedule and Alg. 2
+    as published (beta = 1.01), and leaves out only the two slow prox variants."""
+    from sparseopt.layer.prox import SCHEDULES
+    from sparseopt_torch.demo_section import demo_runs
+    from sparseopt_torch.experiment import VARIANTS, all_runs
+
+    runs = demo_runs()
+    assert "prox" in runs and "prox-paper" in runs
+    assert VARIANTS["prox-paper"] == ("prox", {"schedule": "paper"})
+    assert SCHEDULES["paper"]["beta"] == 1.01
+    assert set(all_runs()) - set(runs) == {"prox-sparsegpt", "prox-noclip"}
