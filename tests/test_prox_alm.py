@@ -406,15 +406,19 @@ def test_2_4_kernel_passes_are_vectorized(name):
         assert len(re.findall(r"%zmm\d", asm)) > len(re.findall(r"%ymm\d", asm)), name
 
 
-@pytest.mark.parametrize("lam, s, share", [(0.1, 3, 0.5), (0.3, 3, 0.5), (1.0, 3, 0.1),
-                                           (0.1, 4, 0.9), (0.3, 4, 0.25)])
-def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
+@pytest.mark.parametrize("lam, s, share, tol", [(0.1, 3, 0.5, 1e-12), (0.3, 3, 0.5, 1e-12),
+                                                (1.0, 3, 0.1, 1e-12), (0.1, 4, 0.9, 1e-12),
+                                                (0.3, 4, 0.25, 1e-12), (0.01, 4, 0.9, 1e-8)])
+def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share, tol):
     """``_fast24`` runs the ALM of ``_alm24`` for candidate s in lock-step over a chunk for the
     groups on its common path (a sweep, at most 3 Newton steps, a confirming sweep). Each
     group it finishes must carry ``_alm24``'s point and sweep count bit for bit, and it must
     finish a good share of the groups that may need the candidate (s = 3: most of them at
     lam <= 0.3, s = 4: most at lam = 0.1; at larger lam the dense candidate's ALM mostly
-    ends on a face and Newton is refused more often)."""
+    ends on a face and Newton is refused more often). At lam = 0.01 with float32's
+    tolerance the first sweep finishes most groups and the Newton pass runs on the others,
+    packed: the dense case must have groups of both kinds (1 and 2 sweeps), so that a lane
+    mixed up by the packing would show."""
     from sparseopt.prox import alm
 
     rng = np.random.default_rng(41)
@@ -427,9 +431,9 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
         S[(alm._Y + k) * C:(alm._Y + k + 1) * C] = Y[:, k]
     alm._bound24(S, lam, True)
     if s == 3:
-        alm._fast24_s3(S, lam, 1e-12, 10000)
+        alm._fast24_s3(S, lam, tol, 10000)
     else:
-        alm._fast24_s4(S, lam, 1e-12, 10000, C)
+        alm._fast24_s4(S, lam, tol, 10000, C)
     row = lambda r: S[r * C:(r + 1) * C]  # noqa: E731
     solve, x, w, it_row = ((alm._SOLVE3, alm._X3, alm._W3, alm._IT3) if s == 3 else
                            (alm._SOLVE4, alm._X4, alm._W4, alm._IT4))
@@ -438,13 +442,15 @@ def test_2_4_lockstep_alm_equals_scalar_alm(lam, s, share):
     for j in np.nonzero(need)[0]:
         z = [1.0, row(alm._Z2)[j], row(alm._Z3)[j], row(alm._Z4)[j] if s == 4 else 0.0]
         start = [row(x + i)[j] for i in range(s)] + [0.0] * (4 - s)
-        *ws, it = alm._alm24(*z, s, lam * row(alm._SCALE)[j], 1e-12, alm._NEWTON_START24,
+        *ws, it = alm._alm24(*z, s, lam * row(alm._SCALE)[j], tol, alm._NEWTON_START24,
                              10000, *start)
         if its[j] > 0:
             finished += 1
             assert tuple(row(w + i)[j] for i in range(s)) == tuple(ws[:s])
             assert its[j] == it
     assert need.sum() > 20 and finished >= share * need.sum(), (finished, need.sum())
+    if (lam, s) == (0.01, 4):
+        assert np.sum(its[need] == 1) > 100 and np.sum(its[need] == 2) > 20
 
 
 def test_2_4_lockstep_dense_on_first_lanes_only():

@@ -773,7 +773,12 @@ _W3 = 31      # rows 31-33: candidate s = 3 when _fast24 finished its ALM, row 3
 _IT3 = 34     # (0: not finished, the scalar _alm24 runs it from the start)
 _W4 = 35      # rows 35-38, 39: the same for candidate s = 4
 _IT4 = 39
-_ROWS = 40
+_NZ = 40      # rows 40-49: the lanes _fast24 follows past its first sweep, packed: z2..z4
+_NLG = 43     # (40-42), lam z1, the point (44-47; after pass 2 the confirming sweep's),
+_NW = 44      # the lane index, the sweep count pass 2 gives (2.0 or 0.0)
+_NIDX = 48
+_NIT = 49
+_ROWS = 50
 
 # _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
 # candidate (the dense one runs in lock-step on the groups packed for it).
@@ -924,6 +929,28 @@ def _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3, z4, lg, newton_stop, s
             take & ~(st * st <= newton_stop))
 
 
+@njit(cache=True, error_model="numpy")
+def _newton_confirm24(w1, w2, w3, w4, z2, z3, z4, lg, active, tol_abs, newton_stop, max_iter,
+                      s):
+    """The rest of ``_alm24``'s common path after its first sweep, as selects, for one lane
+    of ``_fast24``: up to 3 Newton steps on the open face while ``active``, then the
+    confirming sweep. Returns (u1, u2, u3, u4, done): the point after that sweep and whether
+    it finished the ALM in 2 sweeps (only for a lane that was ``active``)."""
+    inline_in_llvm()
+    follow = active
+    f_old = _f24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg)
+    # 3 Newton steps, written out: LLVM vectorizes only a loop without an inner one
+    w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                   z4, lg, newton_stop, s)
+    w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                   z4, lg, newton_stop, s)
+    w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
+                                                   z4, lg, newton_stop, s)
+    # still stepping: more Newton steps than followed (off the path)
+    u1, u2, u3, u4, delta2 = _sweep24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg, s)
+    return u1, u2, u3, u4, follow & ~active & (delta2 <= tol_abs) & (max_iter >= 2)
+
+
 @njit(cache=True, inline="always")
 def _fast24(S, lam, tol, max_iter, s, count):
     """``_alm24`` for candidate s (3 or 4) in lock-step over the first ``count`` lanes of S,
@@ -932,13 +959,21 @@ def _fast24(S, lam, tol, max_iter, s, count):
     confirms. Every operation is ``_alm24``'s, so a group that stays on that path gets its
     result bit for bit; the others are marked unfinished (row _IT3 or _IT4 = 0) and solved by
     ``_alm24`` from the start. Compiled only inlined with a constant s (``_fast24_s3``,
-    ``_fast24_s4``): a branch on a run-time s keeps LLVM from vectorizing the loop."""
+    ``_fast24_s4``): a branch on a run-time s keeps LLVM from vectorizing the loop.
+
+    Two vectorized passes: the first sweep on every lane, then the Newton steps and the
+    confirming sweep (``_newton_confirm24``) on the lanes that need them. Where the first
+    sweep finishes many lanes (small lam with float32's tolerance: its start is the middle
+    of a tight bracket), the second pass runs on the others only, packed into rows
+    _NZ.._NIT; where it finishes few, on every lane in place (packing would cost more than
+    the steps it saves)."""
     tol_abs = tol  # z1 = 1
     newton_start = _NEWTON_START24
     newton_stop = 0.01 * tol_abs
     x, w_out, it_out = (_X3, _W3, _IT3) if s == 3 else (_X4, _W4, _IT4)
+    # pass 1: the first sweep; row it_out gets 1.0 (finished), -1.0 (Newton follows) or 0.0
+    na = 0
     for j in range(count):
-        z1 = 1.0
         z2 = S[_Z2 * _CHUNK + j]
         z3 = S[_Z3 * _CHUNK + j]
         z4 = S[_Z4 * _CHUNK + j] if s == 4 else 0.0  # s = 3: f has z4 = 0 (_alm24's y4)
@@ -947,30 +982,68 @@ def _fast24(S, lam, tol, max_iter, s, count):
         w2 = S[(x + 1) * _CHUNK + j]
         w3 = S[(x + 2) * _CHUNK + j]
         w4 = S[(x + 3) * _CHUNK + j] if s == 4 else 0.0
-        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lg, s)
+        w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg, s)
         done1 = delta <= tol_abs
         # Newton on the open face (a zero coordinate: another face, not followed)
         active = ((~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
                   & ((w4 > 0.0) | (s == 3)))
-        on_path = done1 | active
-        f_old = _f24(w1, w2, w3, w4, z1, z2, z3, z4, lg)
-        # 3 Newton steps, written out: LLVM vectorizes only a loop without an inner one
-        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
-                                                       z4, lg, newton_stop, s)
-        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
-                                                       z4, lg, newton_stop, s)
-        w1, w2, w3, w4, f_old, active = _newton_take24(w1, w2, w3, w4, f_old, active, z2, z3,
-                                                       z4, lg, newton_stop, s)
-        on_path = on_path & ~active  # still stepping: more Newton steps than followed
-        # sweep 2, the confirmation
-        u1, u2, u3, u4, delta2 = _sweep24(w1, w2, w3, w4, z1, z2, z3, z4, lg, s)
-        done2 = on_path & ~done1 & (delta2 <= tol_abs) & (max_iter >= 2)
-        S[w_out * _CHUNK + j] = w1 if done1 else u1
-        S[(w_out + 1) * _CHUNK + j] = w2 if done1 else u2
-        S[(w_out + 2) * _CHUNK + j] = w3 if done1 else u3
+        S[w_out * _CHUNK + j] = w1
+        S[(w_out + 1) * _CHUNK + j] = w2
+        S[(w_out + 2) * _CHUNK + j] = w3
         if s == 4:
-            S[(w_out + 3) * _CHUNK + j] = w4 if done1 else u4
-        S[it_out * _CHUNK + j] = 1.0 if done1 else (2.0 if done2 else 0.0)
+            S[(w_out + 3) * _CHUNK + j] = w4
+        S[it_out * _CHUNK + j] = 1.0 if done1 else (-1.0 if active else 0.0)
+        na += 1 if active else 0
+    if na == 0:
+        return
+    if 2 * na > _CHUNK:  # pass 2 in place: the selects leave the other lanes as they are
+        for j in range(count):
+            w1 = S[w_out * _CHUNK + j]
+            w2 = S[(w_out + 1) * _CHUNK + j]
+            w3 = S[(w_out + 2) * _CHUNK + j]
+            w4 = S[(w_out + 3) * _CHUNK + j] if s == 4 else 0.0
+            it = S[it_out * _CHUNK + j]
+            active = it < 0.0
+            u1, u2, u3, u4, done2 = _newton_confirm24(
+                w1, w2, w3, w4, S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j],
+                S[_Z4 * _CHUNK + j] if s == 4 else 0.0, lam * S[_SCALE * _CHUNK + j], active,
+                tol_abs, newton_stop, max_iter, s)
+            S[w_out * _CHUNK + j] = u1 if active else w1
+            S[(w_out + 1) * _CHUNK + j] = u2 if active else w2
+            S[(w_out + 2) * _CHUNK + j] = u3 if active else w3
+            if s == 4:
+                S[(w_out + 3) * _CHUNK + j] = u4 if active else w4
+            S[it_out * _CHUNK + j] = 2.0 if done2 else (0.0 if active else it)
+        return
+    # pass 2 on the packed lanes (every lane writes its index, only the followed ones count)
+    k = 0
+    for j in range(count):
+        S[_NIDX * _CHUNK + k] = j
+        k += 1 if S[it_out * _CHUNK + j] < 0.0 else 0
+    for k in range(na):
+        j = int(S[_NIDX * _CHUNK + k])
+        S[_NZ * _CHUNK + k] = S[_Z2 * _CHUNK + j]
+        S[(_NZ + 1) * _CHUNK + k] = S[_Z3 * _CHUNK + j]
+        S[(_NZ + 2) * _CHUNK + k] = S[_Z4 * _CHUNK + j] if s == 4 else 0.0
+        S[_NLG * _CHUNK + k] = lam * S[_SCALE * _CHUNK + j]
+        for i in range(4):
+            S[(_NW + i) * _CHUNK + k] = S[(w_out + i) * _CHUNK + j] if i < s else 0.0
+    for k in range(na):
+        u1, u2, u3, u4, done2 = _newton_confirm24(
+            S[_NW * _CHUNK + k], S[(_NW + 1) * _CHUNK + k], S[(_NW + 2) * _CHUNK + k],
+            S[(_NW + 3) * _CHUNK + k], S[_NZ * _CHUNK + k], S[(_NZ + 1) * _CHUNK + k],
+            S[(_NZ + 2) * _CHUNK + k], S[_NLG * _CHUNK + k], True, tol_abs, newton_stop,
+            max_iter, s)
+        S[_NW * _CHUNK + k] = u1
+        S[(_NW + 1) * _CHUNK + k] = u2
+        S[(_NW + 2) * _CHUNK + k] = u3
+        S[(_NW + 3) * _CHUNK + k] = u4
+        S[_NIT * _CHUNK + k] = 2.0 if done2 else 0.0
+    for k in range(na):
+        j = int(S[_NIDX * _CHUNK + k])
+        for i in range(s):
+            S[(w_out + i) * _CHUNK + j] = S[(_NW + i) * _CHUNK + k]
+        S[it_out * _CHUNK + j] = S[_NIT * _CHUNK + k]
 
 
 @njit(cache=True, error_model="numpy")
