@@ -367,8 +367,8 @@ def test_2_4_kernel_chunk_edges(G):
         np.testing.assert_array_equal(W[g], prox_nm(Y[g], 0.4))
 
 
-@pytest.mark.parametrize("name", ["_bound24", "_fast24_s3", "_fast24_s4", "_store24",
-                                  "_screen_pass24"])
+@pytest.mark.parametrize("name", ["_bound24", "_fast24_s3", "_fast24_s4", "_decide_pass24",
+                                  "_store24", "_screen_pass24"])
 def test_2_4_kernel_passes_are_vectorized(name):
     """The chunk passes of the 2:4 kernel are written branch-free on a structure-of-arrays
     scratch so that LLVM vectorizes them (most of their speed, docs/prox.md). Fails if an
@@ -388,7 +388,8 @@ def test_2_4_kernel_passes_are_vectorized(name):
     fast = (S, 0.3, 1e-12, 10000)
     T = np.random.default_rng(1).uniform(0.1, 1.0, alm._SROWS * alm._CHUNK)
     args = {"_bound24": (S, 0.3, True), "_fast24_s3": fast, "_fast24_s4": (*fast, alm._CHUNK),
-            "_store24": (S,), "_screen_pass24": (T, 0.3)}
+            "_decide_pass24": (S, 0.3, 10000, True), "_store24": (S,),
+            "_screen_pass24": (T, 0.3)}
     fn(*args[name])
     asm = "\n".join(fn.inspect_asm().values())
     # float64 arithmetic, packed against scalar (_store24 has subtractions, no products)

@@ -778,7 +778,10 @@ _NLG = 43     # (40-42), lam z1, the point (44-47; after pass 2 the confirming s
 _NW = 44      # the lane index, the sweep count pass 2 gives (2.0 or 0.0)
 _NIDX = 48
 _NIT = 49
-_ROWS = 50
+_RT = 50      # after the 3-sparse candidate (_decide_pass24): the dense candidate's route
+_SW = 51      # (0, 1, 2: _dense_route24), the sweeps so far, 1.0 if an ALM reached max_iter
+_MX = 52
+_ROWS = 53
 
 # _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
 # candidate (the dense one runs in lock-step on the groups packed for it).
@@ -1130,18 +1133,60 @@ def _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg
     point so far has a negative gradient on a zero coordinate: ``_solve_chunk24`` packs
     these for the lock-step); 2, it mostly ends on a face (scalar ALM at once). ``b``: the
     3-sparse point when it is the best so far (``two_sparse`` False), ``mx``: its ALM
-    reached max_iter."""
-    dense = solve4 != 0.0 and lb4 <= best * (1.0 + _OBJ_SLACK)
-    if dense and cuts:
-        # the 3-sparse point qualifies only if its ALM converged with three positives
-        dense = not (_dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg) if two_sparse
-                     else ((not mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
-                           & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg)))
-    if not dense:
-        return 0
+    reached max_iter. Written with selects (both KKT tests are computed), so that
+    ``_decide_pass24`` vectorizes."""
+    inline_in_llvm()
+    dense = (solve4 != 0.0) & (lb4 <= best * (1.0 + _OBJ_SLACK))
+    # the 3-sparse point qualifies only if its ALM converged with three positives
+    kkt2 = _dense_cannot_win(1.0, z2, 0.0, z2, z3, z4, lg)
+    kkt3 = ((~mx) & (b3 > 0.0) & (b2 > 0.0) & (b1 > 0.0)
+            & _dense_cannot_win(b1, b2, b3, z2, z3, z4, lg))
+    dense = dense & ~(cuts & (kkt2 if two_sparse else kkt3))
     # (1, z2, 0, 0): nu3 <= nu4 as z3 >= z4
-    inside = (lg * (b1 * b2 + b1 * b3 + b2 * b3) < z4) if not two_sparse else (lg * z2 < z3)
-    return 1 if inside else 2
+    inside = (lg * z2 < z3) if two_sparse else (lg * (b1 * b2 + b1 * b3 + b2 * b3) < z4)
+    return 0 if ~dense else (1 if inside else 2)
+
+
+@njit(cache=True, error_model="numpy")
+def _decide24(solve3, w1, w2, w3, it3, solve4, lb4, best, z2, z3, z4, lg, max_iter, cuts):
+    """A group after its 3-sparse candidate w (``it3`` sweeps; only if ``solve3``), as
+    selects: (best, two_sparse, b1, b2, b3, mx, sweeps, route): the best value so far, whether
+    the 2-sparse candidate still holds it, else the 3-sparse point b, whether that ALM
+    reached max_iter, its sweeps, and the dense candidate's route (``_dense_route24``)."""
+    inline_in_llvm()
+    it, mx, wins, val = _judge24(w1, w2, w3, 0.0, it3, max_iter, z2, z3, z4, lg, 3, best)
+    wins = solve3 & wins
+    mx = solve3 & mx
+    best = val if wins else best
+    b1 = w1 if wins else 0.0
+    b2 = w2 if wins else 0.0
+    b3 = w3 if wins else 0.0
+    route = _dense_route24(solve4, lb4, best, ~wins, mx, b1, b2, b3, z2, z3, z4, lg, cuts)
+    return best, ~wins, b1, b2, b3, mx, (it if solve3 else 0.0), route
+
+
+@njit(cache=True, error_model="numpy")
+def _decide_pass24(S, lam, max_iter, cuts):
+    """Per group of a chunk, without branches: ``_decide24`` on its 3-sparse candidate (rows
+    _W3, _IT3, filled for every group that solves it), its results stored in rows _BEST,
+    _TWO, _B, _SW, _MX and _RT."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
+    for j in range(_CHUNK):
+        scale = S[_SCALE * _CHUNK + j]
+        best, two, b1, b2, b3, mx, sw, route = _decide24(
+            S[_SOLVE3 * _CHUNK + j] != 0.0, S[_W3 * _CHUNK + j], S[(_W3 + 1) * _CHUNK + j],
+            S[(_W3 + 2) * _CHUNK + j], S[_IT3 * _CHUNK + j], S[_SOLVE4 * _CHUNK + j],
+            S[_LB4 * _CHUNK + j], S[_BEST * _CHUNK + j], S[_Z2 * _CHUNK + j],
+            S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j], lam * scale, max_iter, cuts)
+        S[_BEST * _CHUNK + j] = best
+        S[_TWO * _CHUNK + j] = 1.0 if two else 0.0
+        S[_B * _CHUNK + j] = b1 * scale
+        S[(_B + 1) * _CHUNK + j] = b2 * scale
+        S[(_B + 2) * _CHUNK + j] = b3 * scale
+        S[(_B + 3) * _CHUNK + j] = 0.0
+        S[_SW * _CHUNK + j] = sw
+        S[_MX * _CHUNK + j] = 1.0 if mx else 0.0
+        S[_RT * _CHUNK + j] = route
 
 
 @njit(cache=True, error_model="numpy")
@@ -1150,10 +1195,11 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     are already sorted and non-negative need no flag: the network leaves them in place).
 
     Passes over the chunk: ``_bound24`` (vectorized); the 3-sparse candidate (lock-step
-    ``_fast24_s3`` when enough groups may need it, scalar ALM for the rest) and the decision
-    whether the dense candidate must be solved; the dense solves, packed into a second
-    scratch so that the lock-step ``_fast24_s4`` runs only on groups that need it (scalar
-    ALM for those it leaves); ``_store24`` (vectorized).
+    ``_fast24_s3`` when enough groups may need it, scalar ALM for the rest); the decision
+    whether and how the dense candidate is solved (``_decide_pass24``, vectorized); the
+    dense solves, packed into a second scratch so that the lock-step ``_fast24_s4`` runs
+    only on groups that need it (scalar ALM for those it leaves, and for the groups whose
+    dense ALM mostly ends on a face); ``_store24`` (vectorized).
     """
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     n = stop - start
@@ -1183,74 +1229,58 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     else:
         for j in range(_CHUNK):
             S[_IT3 * _CHUNK + j] = 0.0
+    tol_abs = tol  # z1 = 1 after scaling
+    newton_start = _NEWTON_START24
+    # the 3-sparse candidates the lock-step left (or all, where it did not run): scalar ALM
+    for j in range(n):
+        if S[_SOLVE3 * _CHUNK + j] != 0.0 and S[_IT3 * _CHUNK + j] == 0.0:
+            w1, w2, w3, _, it = _alm24(1.0, S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], 0.0, 3,
+                                       lam * S[_SCALE * _CHUNK + j], tol_abs, newton_start,
+                                       max_iter, S[_X3 * _CHUNK + j], S[(_X3 + 1) * _CHUNK + j],
+                                       S[(_X3 + 2) * _CHUNK + j], 0.0)
+            S[_W3 * _CHUNK + j] = w1
+            S[(_W3 + 1) * _CHUNK + j] = w2
+            S[(_W3 + 2) * _CHUNK + j] = w3
+            S[_IT3 * _CHUNK + j] = it
+    _decide_pass24(S, lam, max_iter, cuts)
     # idx: where each group of D sits in the chunk
     idx = np.empty(_CHUNK, np.int64)
     nd = np.int64(0)  # typed int64 from the start: a literal 0 would compile _fast24_s4 twice
-    tol_abs = tol  # z1 = 1 after scaling
-    newton_start = _NEWTON_START24
     for j in range(n):
-        it_total = 0
-        mx = False
-        solve3 = S[_SOLVE3 * _CHUNK + j] != 0.0
-        if solve3 or S[_SOLVE4 * _CHUNK + j] != 0.0:
+        route = S[_RT * _CHUNK + j]
+        if route == 1.0:
+            # mostly ends inside the orthant, where the lock-step finishes it: pack it
+            idx[nd] = j
+            D[_Z2 * _CHUNK + nd] = S[_Z2 * _CHUNK + j]
+            D[_Z3 * _CHUNK + nd] = S[_Z3 * _CHUNK + j]
+            D[_Z4 * _CHUNK + nd] = S[_Z4 * _CHUNK + j]
+            D[_SCALE * _CHUNK + nd] = S[_SCALE * _CHUNK + j]
+            for i in range(4):
+                D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
+            nd += 1
+        elif route == 2.0:  # mostly ends on a face, off the lock-step's path: scalar ALM now
             scale = S[_SCALE * _CHUNK + j]
             z2, z3, z4 = S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
             lg = lam * scale
-            best = S[_BEST * _CHUNK + j]
-            two_sparse = True
-            b1 = b2 = b3 = b4 = 0.0
-            if solve3:
-                it = int(S[_IT3 * _CHUNK + j])
-                if it > 0:  # finished by _fast24_s3
-                    w1, w2, w3 = (S[_W3 * _CHUNK + j], S[(_W3 + 1) * _CHUNK + j],
-                                  S[(_W3 + 2) * _CHUNK + j])
-                else:
-                    w1, w2, w3, _, it = _alm24(1.0, z2, z3, 0.0, 3, lg, tol_abs, newton_start,
-                                               max_iter, S[_X3 * _CHUNK + j],
-                                               S[(_X3 + 1) * _CHUNK + j],
-                                               S[(_X3 + 2) * _CHUNK + j], 0.0)
-                it, mx, wins, val = _judge24(w1, w2, w3, 0.0, it, max_iter, z2, z3, z4, lg, 3,
-                                             best)
-                it_total += it
-                if wins:
-                    best = val
-                    two_sparse = False
-                    b1, b2, b3 = w1, w2, w3
-            route = _dense_route24(S[_SOLVE4 * _CHUNK + j], S[_LB4 * _CHUNK + j], best,
-                                   two_sparse, mx, b1, b2, b3, z2, z3, z4, lg, cuts)
-            if route == 1:
-                # mostly ends inside the orthant, where the lock-step finishes it: pack it
-                idx[nd] = j
-                D[_Z2 * _CHUNK + nd] = z2
-                D[_Z3 * _CHUNK + nd] = z3
-                D[_Z4 * _CHUNK + nd] = z4
-                D[_SCALE * _CHUNK + nd] = scale
-                for i in range(4):
-                    D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
-                nd += 1
-            elif route == 2:  # mostly ends on a face, off the lock-step's path: scalar ALM now
-                w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start,
-                                                  max_iter, S[_X4 * _CHUNK + j],
-                                                  S[(_X4 + 1) * _CHUNK + j],
-                                                  S[(_X4 + 2) * _CHUNK + j],
-                                                  S[(_X4 + 3) * _CHUNK + j])
-                it, mx4, wins, val = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
-                                              best)
-                mx = mx | mx4
-                it_total += it
-                if wins:
-                    best = val
-                    two_sparse = False
-                    b1, b2, b3, b4 = w1, w2, w3, w4
-            S[_BEST * _CHUNK + j] = best
-            if not two_sparse:
+            w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start,
+                                              max_iter, S[_X4 * _CHUNK + j],
+                                              S[(_X4 + 1) * _CHUNK + j],
+                                              S[(_X4 + 2) * _CHUNK + j],
+                                              S[(_X4 + 3) * _CHUNK + j])
+            it, mx4, wins, val = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
+                                          S[_BEST * _CHUNK + j])
+            S[_SW * _CHUNK + j] += it
+            if mx4:
+                S[_MX * _CHUNK + j] = 1.0
+            if wins:
+                S[_BEST * _CHUNK + j] = val
                 S[_TWO * _CHUNK + j] = 0.0
-                S[_B * _CHUNK + j] = b1 * scale
-                S[(_B + 1) * _CHUNK + j] = b2 * scale
-                S[(_B + 2) * _CHUNK + j] = b3 * scale
-                S[(_B + 3) * _CHUNK + j] = b4 * scale
-        sweeps[start + j] = it_total
-        maxed[start + j] = mx
+                S[_B * _CHUNK + j] = w1 * scale
+                S[(_B + 1) * _CHUNK + j] = w2 * scale
+                S[(_B + 2) * _CHUNK + j] = w3 * scale
+                S[(_B + 3) * _CHUNK + j] = w4 * scale
+        sweeps[start + j] = int(S[_SW * _CHUNK + j])
+        maxed[start + j] = S[_MX * _CHUNK + j] != 0.0
     if nd > 0:
         _fast24_s4(D, lam, tol, max_iter, nd)
     for k in range(nd):
@@ -1439,7 +1469,7 @@ def _solve_block24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts,
 @njit(cache=True, error_model="numpy")
 def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
     """``_solve_chunk24`` on one group, scalar: the same passes (``_bound24_one``, the
-    3-sparse candidate, ``_dense_route24``, the dense candidate, ``_store24_one``), with
+    3-sparse candidate, ``_decide24``, the dense candidate, ``_store24_one``), with
     every ALM run by the scalar ``_alm24`` (the lock-step ``_fast24`` gives its results bit
     for bit). The code of one GPU thread (``sparseopt.prox.cuda24``). Returns (w1, w2, w3,
     w4, sweeps, maxed, finite): the prox in input order with signs, float64; a group with
@@ -1450,21 +1480,16 @@ def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
      x41, x42, x43, x44) = _bound24_one(y1, y2, y3, y4, lam, cuts)
     lg = lam * scale
     newton_start = _NEWTON_START24
-    sweeps = 0
-    mx = False
-    two_sparse = True
-    b1 = b2 = b3 = b4 = 0.0
+    w1 = w2 = w3 = 0.0
+    it3 = 0
     if solve3 != 0.0:
-        w1, w2, w3, _, it = _alm24(1.0, z2, z3, 0.0, 3, lg, tol, newton_start, max_iter,
-                                   x31, x32, x33, 0.0)
-        it, mx, wins, val = _judge24(w1, w2, w3, 0.0, it, max_iter, z2, z3, z4, lg, 3, best)
-        sweeps += it
-        if wins:
-            best = val
-            two_sparse = False
-            b1, b2, b3 = w1, w2, w3
-    if _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg,
-                      cuts) != 0:
+        w1, w2, w3, _, it3 = _alm24(1.0, z2, z3, 0.0, 3, lg, tol, newton_start, max_iter,
+                                    x31, x32, x33, 0.0)
+    best, two_sparse, b1, b2, b3, mx, sweeps, route = _decide24(
+        solve3 != 0.0, w1, w2, w3, float(it3), solve4, lb4, best, z2, z3, z4, lg, max_iter,
+        cuts)
+    b4 = 0.0
+    if route != 0:
         w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol, newton_start, max_iter,
                                           x41, x42, x43, x44)
         it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4, best)
@@ -1475,7 +1500,7 @@ def _solve24_one(y1, y2, y3, y4, lam, tol, max_iter, cuts):
             b1, b2, b3, b4 = w1, w2, w3, w4
     o1, o2, o3, o4 = _store24_one(two_sparse, a1, a2, b1 * scale, b2 * scale, b3 * scale,
                                   b4 * scale, perm, y1, y2, y3, y4)
-    return o1, o2, o3, o4, sweeps, mx, finite
+    return o1, o2, o3, o4, int(sweeps), mx, finite
 
 
 @njit(cache=True, error_model="numpy")
