@@ -47,9 +47,9 @@ through rounding); docs/prox.md has the proofs:
 2:4 has its own kernel (``_solve_chunk24``, behind the screen): per chunk of 256 groups, a
 branch-free pass that LLVM vectorizes (load, sort, brackets, bounds, starts: ``_bound24``),
 the ALM of each candidate (s = 3, 4) in lock-step for the groups on its common path
-(``_fast24``, vectorized, bit for bit the scalar result; the dense candidate on the groups
-packed for it), the remaining candidate solves on local scalars, and a vectorized store
-pass (``_store24``).
+(``_fast24``, vectorized, bit for bit the scalar result; the dense candidate for the groups
+whose route is the lock-step), the remaining candidate solves on local scalars, and a
+vectorized store pass (``_store24``).
 Every other N:M uses the generic array kernel (``_solve_chunk``). The footnote-3 shortcut of
 prox24-kubler (stop when the dense candidate is a local minimum) is not used: Corollary 6
 states the converse (if the optimum is dense then every local minimum is global), and we
@@ -784,8 +784,11 @@ _MX = 52
 _ROWS = 53
 
 # _fast24_s3 runs on a chunk when at least this share of its groups may need the 3-sparse
-# candidate (the dense one runs in lock-step on the groups packed for it).
+# candidate (the dense one runs in lock-step wherever a group's route is 1).
 _FAST_SHARE = 0.4
+# _fast24_s4 runs on a chunk when at least this share of its groups take route 1 (its first
+# sweep runs on every lane of the chunk).
+_DENSE_SHARE = 0.125
 
 
 @njit(cache=True, error_model="numpy")
@@ -955,8 +958,9 @@ def _newton_confirm24(w1, w2, w3, w4, z2, z3, z4, lg, active, tol_abs, newton_st
 
 
 @njit(cache=True, inline="always")
-def _fast24(S, lam, tol, max_iter, s, count):
-    """``_alm24`` for candidate s (3 or 4) in lock-step over the first ``count`` lanes of S,
+def _fast24(S, lam, tol, max_iter, s):
+    """``_alm24`` for candidate s (3 or 4) in lock-step over the lanes of S that need it (s = 3:
+    row _SOLVE3, s = 4: route 1 in row _RT; the others get the first sweep only),
     branch-free, for the groups on its common path: a sweep that lands within the Newton start,
     at most 3 Newton steps on the open face (all s coordinates positive), a sweep that
     confirms. Every operation is ``_alm24``'s, so a group that stays on that path gets its
@@ -976,7 +980,7 @@ def _fast24(S, lam, tol, max_iter, s, count):
     x, w_out, it_out = (_X3, _W3, _IT3) if s == 3 else (_X4, _W4, _IT4)
     # pass 1: the first sweep; row it_out gets 1.0 (finished), -1.0 (Newton follows) or 0.0
     na = 0
-    for j in range(count):
+    for j in range(_CHUNK):
         z2 = S[_Z2 * _CHUNK + j]
         z3 = S[_Z3 * _CHUNK + j]
         z4 = S[_Z4 * _CHUNK + j] if s == 4 else 0.0  # s = 3: f has z4 = 0 (_alm24's y4)
@@ -987,9 +991,10 @@ def _fast24(S, lam, tol, max_iter, s, count):
         w4 = S[(x + 3) * _CHUNK + j] if s == 4 else 0.0
         w1, w2, w3, w4, delta = _sweep24(w1, w2, w3, w4, 1.0, z2, z3, z4, lg, s)
         done1 = delta <= tol_abs
+        need = (S[_SOLVE3 * _CHUNK + j] != 0.0) if s == 3 else (S[_RT * _CHUNK + j] == 1.0)
         # Newton on the open face (a zero coordinate: another face, not followed)
-        active = ((~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0) & (w3 > 0.0)
-                  & ((w4 > 0.0) | (s == 3)))
+        active = (need & (~done1) & (delta <= newton_start) & (w1 > 0.0) & (w2 > 0.0)
+                  & (w3 > 0.0) & ((w4 > 0.0) | (s == 3)))
         S[w_out * _CHUNK + j] = w1
         S[(w_out + 1) * _CHUNK + j] = w2
         S[(w_out + 2) * _CHUNK + j] = w3
@@ -1000,7 +1005,7 @@ def _fast24(S, lam, tol, max_iter, s, count):
     if na == 0:
         return
     if 2 * na > _CHUNK:  # pass 2 in place: the selects leave the other lanes as they are
-        for j in range(count):
+        for j in range(_CHUNK):
             w1 = S[w_out * _CHUNK + j]
             w2 = S[(w_out + 1) * _CHUNK + j]
             w3 = S[(w_out + 2) * _CHUNK + j]
@@ -1020,7 +1025,7 @@ def _fast24(S, lam, tol, max_iter, s, count):
         return
     # pass 2 on the packed lanes (every lane writes its index, only the followed ones count)
     k = 0
-    for j in range(count):
+    for j in range(_CHUNK):
         S[_NIDX * _CHUNK + k] = j
         k += 1 if S[it_out * _CHUNK + j] < 0.0 else 0
     for k in range(na):
@@ -1051,17 +1056,46 @@ def _fast24(S, lam, tol, max_iter, s, count):
 
 @njit(cache=True, error_model="numpy")
 def _fast24_s3(S, lam, tol, max_iter):
-    """:func:`_fast24` for candidate 3 on the whole chunk (vectorized)."""
+    """:func:`_fast24` for candidate 3 on a chunk (vectorized)."""
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
-    _fast24(S, lam, tol, max_iter, 3, _CHUNK)
+    _fast24(S, lam, tol, max_iter, 3)
 
 
 @njit(cache=True, error_model="numpy")
-def _fast24_s4(S, lam, tol, max_iter, count):
-    """:func:`_fast24` for candidate 4 on the first ``count`` lanes (vectorized; the solve
-    pass of ``_solve_chunk24`` packs the groups that need the dense candidate there)."""
+def _fast24_s4(S, lam, tol, max_iter):
+    """:func:`_fast24` for the dense candidate on a chunk (vectorized), for the groups of
+    route 1 (``_dense_route24``)."""
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
-    _fast24(S, lam, tol, max_iter, 4, count)
+    _fast24(S, lam, tol, max_iter, 4)
+
+
+@njit(cache=True, error_model="numpy")
+def _judge_pass24(S, lam, max_iter):
+    """Per group of a chunk, without branches: the dense candidate that ``_fast24_s4``
+    finished for a group of route 1 against the best point so far (``_judge24``): its
+    sweeps and flag added, the result where it wins; the group's route set to 0 (done).
+    The groups of route 1 it left, and those of route 2, keep their route for the scalar
+    ALM."""
+    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
+    for j in range(_CHUNK):
+        take = (S[_RT * _CHUNK + j] == 1.0) & (S[_IT4 * _CHUNK + j] > 0.0)
+        scale = S[_SCALE * _CHUNK + j]
+        w1 = S[_W4 * _CHUNK + j]
+        w2 = S[(_W4 + 1) * _CHUNK + j]
+        w3 = S[(_W4 + 2) * _CHUNK + j]
+        w4 = S[(_W4 + 3) * _CHUNK + j]
+        it, mx4, wins, _ = _judge24(w1, w2, w3, w4, S[_IT4 * _CHUNK + j], max_iter,
+                                    S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j],
+                                    S[_Z4 * _CHUNK + j], lam * scale, 4, S[_BEST * _CHUNK + j])
+        wins = take & wins
+        S[_TWO * _CHUNK + j] = 0.0 if wins else S[_TWO * _CHUNK + j]
+        S[_B * _CHUNK + j] = w1 * scale if wins else S[_B * _CHUNK + j]
+        S[(_B + 1) * _CHUNK + j] = w2 * scale if wins else S[(_B + 1) * _CHUNK + j]
+        S[(_B + 2) * _CHUNK + j] = w3 * scale if wins else S[(_B + 2) * _CHUNK + j]
+        S[(_B + 3) * _CHUNK + j] = w4 * scale if wins else S[(_B + 3) * _CHUNK + j]
+        S[_SW * _CHUNK + j] += it if take else 0.0
+        S[_MX * _CHUNK + j] = 1.0 if take & mx4 else S[_MX * _CHUNK + j]
+        S[_RT * _CHUNK + j] = 0.0 if take else S[_RT * _CHUNK + j]
 
 
 @njit(cache=True, error_model="numpy")
@@ -1130,8 +1164,8 @@ def _dense_route24(solve4, lb4, best, two_sparse, mx, b1, b2, b3, z2, z3, z4, lg
     0, not (``_bound24_one`` ruled it out, its lower bound exceeds the best value so far,
     or the best point so far is a KKT point with a positive definite Hessian, which it
     cannot beat: ``_dense_cannot_win``); 1, it mostly ends inside the orthant (the best
-    point so far has a negative gradient on a zero coordinate: ``_solve_chunk24`` packs
-    these for the lock-step); 2, it mostly ends on a face (scalar ALM at once). ``b``: the
+    point so far has a negative gradient on a zero coordinate: ``_fast24_s4`` runs it in
+    lock-step); 2, it mostly ends on a face (scalar ALM at once). ``b``: the
     3-sparse point when it is the best so far (``two_sparse`` False), ``mx``: its ALM
     reached max_iter. Written with selects (both KKT tests are computed), so that
     ``_decide_pass24`` vectorizes."""
@@ -1197,16 +1231,13 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     Passes over the chunk: ``_bound24`` (vectorized); the 3-sparse candidate (lock-step
     ``_fast24_s3`` when enough groups may need it, scalar ALM for the rest); the decision
     whether and how the dense candidate is solved (``_decide_pass24``, vectorized); the
-    dense solves, packed into a second scratch so that the lock-step ``_fast24_s4`` runs
-    only on groups that need it (scalar ALM for those it leaves, and for the groups whose
-    dense ALM mostly ends on a face); ``_store24`` (vectorized).
+    dense candidate in lock-step for the groups of route 1 (``_fast24_s4``, which takes its
+    Newton steps only on those, and ``_judge_pass24``, vectorized), the scalar ALM for the
+    groups it leaves and for route 2 (mostly ending on a face); ``_store24`` (vectorized).
     """
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     n = stop - start
-    # S: the chunk; D: the groups whose dense candidate is solved, packed (same rows as S;
-    # one allocation for both)
-    S = np.empty(2 * _ROWS * _CHUNK)
-    D = S[_ROWS * _CHUNK:]
+    S = np.empty(_ROWS * _CHUNK)  # the chunk, one row per quantity (see _Y.._MX)
     nonfinite = 0  # groups with NaN or Inf: they run no candidate solve (every test of
     # _bound24 on NaN is False), and the caller raises on the count
     for j in range(_CHUNK):
@@ -1243,22 +1274,16 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
             S[(_W3 + 2) * _CHUNK + j] = w3
             S[_IT3 * _CHUNK + j] = it
     _decide_pass24(S, lam, max_iter, cuts)
-    # idx: where each group of D sits in the chunk
-    idx = np.empty(_CHUNK, np.int64)
-    nd = np.int64(0)  # typed int64 from the start: a literal 0 would compile _fast24_s4 twice
+    # the dense candidate: lock-step for the groups of route 1, then the scalar ALM for
+    # those it left and for route 2
+    n1 = 0
+    for j in range(_CHUNK):
+        n1 += 1 if S[_RT * _CHUNK + j] == 1.0 else 0
+    if n1 >= _DENSE_SHARE * _CHUNK:  # else the scalar ALM for all (the same bits)
+        _fast24_s4(S, lam, tol, max_iter)
+        _judge_pass24(S, lam, max_iter)
     for j in range(n):
-        route = S[_RT * _CHUNK + j]
-        if route == 1.0:
-            # mostly ends inside the orthant, where the lock-step finishes it: pack it
-            idx[nd] = j
-            D[_Z2 * _CHUNK + nd] = S[_Z2 * _CHUNK + j]
-            D[_Z3 * _CHUNK + nd] = S[_Z3 * _CHUNK + j]
-            D[_Z4 * _CHUNK + nd] = S[_Z4 * _CHUNK + j]
-            D[_SCALE * _CHUNK + nd] = S[_SCALE * _CHUNK + j]
-            for i in range(4):
-                D[(_X4 + i) * _CHUNK + nd] = S[(_X4 + i) * _CHUNK + j]
-            nd += 1
-        elif route == 2.0:  # mostly ends on a face, off the lock-step's path: scalar ALM now
+        if S[_RT * _CHUNK + j] != 0.0:
             scale = S[_SCALE * _CHUNK + j]
             z2, z3, z4 = S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
             lg = lam * scale
@@ -1267,13 +1292,12 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                                               S[(_X4 + 1) * _CHUNK + j],
                                               S[(_X4 + 2) * _CHUNK + j],
                                               S[(_X4 + 3) * _CHUNK + j])
-            it, mx4, wins, val = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
-                                          S[_BEST * _CHUNK + j])
+            it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
+                                        S[_BEST * _CHUNK + j])
             S[_SW * _CHUNK + j] += it
             if mx4:
                 S[_MX * _CHUNK + j] = 1.0
             if wins:
-                S[_BEST * _CHUNK + j] = val
                 S[_TWO * _CHUNK + j] = 0.0
                 S[_B * _CHUNK + j] = w1 * scale
                 S[(_B + 1) * _CHUNK + j] = w2 * scale
@@ -1281,31 +1305,6 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
                 S[(_B + 3) * _CHUNK + j] = w4 * scale
         sweeps[start + j] = int(S[_SW * _CHUNK + j])
         maxed[start + j] = S[_MX * _CHUNK + j] != 0.0
-    if nd > 0:
-        _fast24_s4(D, lam, tol, max_iter, nd)
-    for k in range(nd):
-        j = idx[k]
-        z2, z3, z4 = D[_Z2 * _CHUNK + k], D[_Z3 * _CHUNK + k], D[_Z4 * _CHUNK + k]
-        scale = D[_SCALE * _CHUNK + k]
-        lg = lam * scale
-        it = int(D[_IT4 * _CHUNK + k])
-        if it > 0:  # finished by _fast24_s4
-            w1, w2, w3, w4 = (D[_W4 * _CHUNK + k], D[(_W4 + 1) * _CHUNK + k],
-                              D[(_W4 + 2) * _CHUNK + k], D[(_W4 + 3) * _CHUNK + k])
-        else:
-            w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start, max_iter,
-                                              D[_X4 * _CHUNK + k], D[(_X4 + 1) * _CHUNK + k],
-                                              D[(_X4 + 2) * _CHUNK + k], D[(_X4 + 3) * _CHUNK + k])
-        it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
-                                    S[_BEST * _CHUNK + j])
-        maxed[start + j] |= mx4
-        sweeps[start + j] += it
-        if wins:
-            S[_TWO * _CHUNK + j] = 0.0
-            S[_B * _CHUNK + j] = w1 * scale
-            S[(_B + 1) * _CHUNK + j] = w2 * scale
-            S[(_B + 2) * _CHUNK + j] = w3 * scale
-            S[(_B + 3) * _CHUNK + j] = w4 * scale
     _store24(S)
     for j in range(n):
         out[start + j, 0] = S[_OUT * _CHUNK + j]
