@@ -484,3 +484,31 @@ def test_assume_psd_skips_only_the_psd_test():
         prune(W_star, np.full((8, 8), np.nan), method="wanda", assume_psd=True)
     with pytest.raises(ValueError, match="assume_psd"):
         prune(W_star, np.eye(8), method="wanda", assume_psd="yes")
+
+
+def test_masked_gd_assume_psd_skips_only_the_psd_test():
+    """``masked_gd(..., assume_psd=True)`` (the torch adapter's +GD on its X X' / n sums)
+    skips the PSD test of H and nothing else: a non-PSD H is refused by default and taken
+    with it (eq. 5's steps), a non-symmetric H is symmetrised as without the flag, a
+    non-finite one refused, and the flag must be a bool."""
+    rng = np.random.default_rng(5)
+    W_star = rng.standard_normal((3, 8))
+    mask = np.tile([True, True, False, False], (3, 2))
+    H = np.eye(8)
+    H[0, 1] = H[1, 0] = 2.0  # eigenvalue -1
+    with pytest.raises(ValueError, match="not positive semidefinite"):
+        masked_gd(W_star, W_star, H, mask, 3, step=0.1)
+    W = masked_gd(W_star, W_star, H, mask, 3, step=0.1, assume_psd=True)
+    Hs = H.copy()
+    W_ref = W_star * mask
+    for _ in range(3):  # eq. 5 by hand
+        W_ref = W_ref - 0.1 * mask * (2 * (W_ref - W_star) @ Hs)
+    np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=1e-14)
+    asym = np.eye(8)
+    asym[0, 1] = 0.5
+    np.testing.assert_array_equal(masked_gd(W_star, W_star, asym, mask, 2, assume_psd=True),
+                                  masked_gd(W_star, W_star, asym, mask, 2))
+    with pytest.raises(ValueError, match="contains NaN"):
+        masked_gd(W_star, W_star, np.full((8, 8), np.nan), mask, 1, assume_psd=True)
+    with pytest.raises(ValueError, match="assume_psd"):
+        masked_gd(W_star, W_star, np.eye(8), mask, 1, assume_psd=1)

@@ -62,3 +62,34 @@ def test_numba_count_agrees_with_isfinite(dtype, order):
         assert _count_nonfinite(x.ravel(order="K")) == x.size - np.isfinite(x).sum()
         with pytest.raises(ValueError, match="x contains NaN or Inf"):
             check_finite(x, "x")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [0, 1, 63, 64, 65, 130])
+def test_symmetry_pass_agrees_with_numpy(dtype, d):
+    """sparseopt.linalg.is_symmetric (the tiled Numba pass of check_hessian) against its
+    twin np.all(H == H.T): symmetric matrices with signed zeros and ties, then one entry
+    changed by one ulp above, below or on the diagonal (NaN there too), also on Fortran
+    ordered and strided views. Fails if a tile, the diagonal or a row of tiles is skipped."""
+    from sparseopt.linalg import _asymmetric_entries, is_symmetric
+
+    rng = np.random.default_rng(d)
+    A = np.asarray(rng.standard_normal((d, d)), dtype=dtype)
+    H = np.round(A + A.T, 1)  # ties
+    if d:
+        H[0, -1] = H[-1, 0] = -0.0
+        H[-1, 0] = 0.0  # +0 == -0
+    cases = [H, np.asfortranarray(H), np.zeros((d, d), dtype)]
+    for i, j in [(0, d - 1), (d - 1, 0), (d // 2, d // 3), (d - 1, d - 1)] if d else []:
+        for value in (np.nextafter(H[i, j], dtype(np.inf)), np.nan):
+            G = H.copy()
+            G[i, j] = value
+            cases += [G, np.asfortranarray(G)]
+    big = np.zeros((2 * d, 2 * d), dtype)
+    big[::2, ::2] = H
+    cases.append(big[::2, ::2])  # a strided view
+    for G in cases:
+        expected = bool(np.all(G == G.T))
+        assert is_symmetric(G) is expected
+        assert int(_asymmetric_entries(G)) == int(np.count_nonzero(np.tril(G != G.T)))
+    assert is_symmetric(H)

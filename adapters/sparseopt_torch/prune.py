@@ -266,7 +266,7 @@ def _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask):
            "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
         t0 = time.perf_counter()
-        W_gd = masked_gd(W, W_star, H, M, int(refine_steps))
+        W_gd = masked_gd(W, W_star, H, M, int(refine_steps), assume_psd=True)
         synchronize(W_gd)
         out.update(W=W_gd, time_gd=time.perf_counter() - t0,
                    loss_gd=layer_loss(W_gd, W_star, H))

@@ -1584,14 +1584,17 @@ def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, c
     if name is not None and not (fused and out is None):
         check_finite(y2d, name)
     out = np.empty_like(y2d) if out is None else out
-    sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
-    maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     lam, tol, max_iter = float(lam), float(tol), int(max_iter)
     if fused:
+        # the 2:4 kernel writes every group's sweeps and flag (the screen's and the chunks')
+        sweeps = np.empty(y2d.shape[0], dtype=np.int64)
+        maxed = np.empty(y2d.shape[0], dtype=np.bool_)
         if _enum_alm_groups24(y2d, lam, tol, max_iter, out, sweeps, maxed, cuts, screen) \
                 and name is not None:
             raise ValueError(f"{name} contains NaN or Inf")
         return out, sweeps, maxed
+    sweeps = np.zeros(y2d.shape[0], dtype=np.int64)
+    maxed = np.zeros(y2d.shape[0], dtype=np.bool_)
     if y2d.dtype == np.float64:
         _enum_alm_groups(y2d, presorted, lam, int(n), tol, max_iter, out, sweeps, maxed)
     else:
