@@ -32,11 +32,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from sparseopt import prune as core_prune
 from sparseopt.backend import as_numpy, namespace, numpy_path, synchronize, zero
 from sparseopt.layer import layer_loss, masked_gd, methods
-from sparseopt.layer.loss import base_loss
+from sparseopt.layer.loss import base_loss, check_hessian, gamma_max
 from sparseopt.patterns import NM, TopK
 from sparseopt.result import Result
 
@@ -222,6 +223,25 @@ def _load_layer(out, name):
     return LayerRecord(**rec), load_file(base + ".safetensors")
 
 
+#: The +GD step 1 / (2 gamma_max(H)) of each Hessian tensor: layers that read the same input
+#: (query, key, value) share one H, and so do the runs of a comparison on kept Hessians; a
+#: tensor changed in place (its version counter moved) gets a fresh one.
+_GD_STEPS = WeakTensorKeyDictionary()  # by identity: a tensor's == is elementwise
+
+
+def _gd_step(H_t, H):
+    """masked_gd's default step for the Hessian tensor ``H_t`` (``H``: its array on the
+    device the layer is pruned on), computed once per tensor: the same number masked_gd
+    computes itself (None where gamma_max is 0: masked_gd then returns W masked)."""
+    known = _GD_STEPS.get(H_t)
+    if known is not None and known[0] == H_t._version:
+        return known[1]
+    g = gamma_max(check_hessian(H))
+    step = 1.0 / (2.0 * g) if g > 0 else None
+    _GD_STEPS[H_t] = (H_t._version, step)
+    return step
+
+
 def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
     """One layer on its device: the core method (or W* o M for given masks), then the
     masked gradient steps, timed separately. Returns the record fields and both weights.
@@ -241,15 +261,19 @@ def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
             raise ValueError(f"masks: shape {tuple(mask.shape)} does not match the weight "
                              f"{tuple(W_star.shape)}")
     if not numpy_path(W_star):
-        return _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask)
-    out = _prune_arrays(as_numpy(W_star), as_numpy(H), method, pattern, refine_steps, options,
-                        None if mask is None else as_numpy(mask))
+        step = _gd_step(H_t, H) if refine_steps > 0 else None
+        return _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask, step)
+    H = as_numpy(H)
+    step = _gd_step(H_t, H) if refine_steps > 0 else None
+    out = _prune_arrays(as_numpy(W_star), H, method, pattern, refine_steps, options,
+                        None if mask is None else as_numpy(mask), step)
     return {key: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
             for key, v in out.items()}
 
 
-def _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask):
-    """:func:`_prune_layer` on arrays of one library (NumPy or torch), ``mask`` boolean."""
+def _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask, gd_step=None):
+    """:func:`_prune_layer` on arrays of one library (NumPy or torch), ``mask`` boolean;
+    ``gd_step``: the +GD step (:func:`_gd_step`; None: masked_gd's default)."""
     if method == "masks":
         W = namespace(W_star).where(mask, W_star, zero(W_star))  # W* o M
         loss, t_method, info = layer_loss(W, W_star, H), 0.0, {}
@@ -266,7 +290,7 @@ def _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask):
            "W": W, "loss_gd": loss, "time_gd": 0.0}
     if refine_steps > 0:
         t0 = time.perf_counter()
-        W_gd = masked_gd(W, W_star, H, M, int(refine_steps), assume_psd=True)
+        W_gd = masked_gd(W, W_star, H, M, int(refine_steps), gd_step, assume_psd=True)
         synchronize(W_gd)
         out.update(W=W_gd, time_gd=time.perf_counter() - t0,
                    loss_gd=layer_loss(W_gd, W_star, H))

@@ -410,3 +410,38 @@ def test_device_kernels_agree_with_the_core(method, options):
     for ra, rb in zip(res_t.records, res_np.records):
         assert ra.rel_loss == pytest.approx(rb.rel_loss, rel=1e-4)
         assert ra.rel_loss_gd == pytest.approx(rb.rel_loss_gd, rel=1e-4)
+
+
+def test_gd_step_is_computed_once_per_hessian_tensor(monkeypatch):
+    """The +GD step 1 / (2 gamma_max(H)) is computed once per Hessian tensor: once for
+    query, key and value (one shared H), not again in a second run on kept Hessians, and
+    afresh after an in-place change of H (its version counter moves). Fails if the step is
+    cached by layer name, not refreshed, or not cached."""
+    import sparseopt_torch.prune as prune_module
+
+    calls = []
+    real = prune_module.gamma_max
+    monkeypatch.setattr(prune_module, "gamma_max", lambda H: calls.append(1) or real(H))
+    batches = make_tiny_batches()
+    first = prune_model(make_tiny_bert(), batches, method="wanda", refine_steps=3,
+                        keep_hessians=True, progress=False)
+    kept = first.hessians
+    distinct = len({id(H) for H in kept.H.values()})
+    assert len(calls) == distinct < len(kept.H)
+    calls.clear()
+    prune_model(make_tiny_bert(), batches, method="sparsegpt", refine_steps=3, hessians=kept,
+                progress=False)
+    assert calls == []
+    name = "encoder.layer.0.output.dense"
+    kept.H[name].mul_(4.0)  # in place: every eigenvalue times 4
+    model = make_tiny_bert()
+    res = prune_model(model, batches, method="sparsegpt", refine_steps=3, hessians=kept,
+                      progress=False)
+    assert len(calls) == 1
+    rec = next(r for r in res.records if r.name == name)
+    W_star = get_weight(find_layers(make_tiny_bert())[name]).detach().numpy()
+    H = kept.H[name].numpy()
+    core = sparseopt.prune(W_star, H, method="sparsegpt")
+    W_gd = sparseopt.layer.masked_gd(core.W, W_star, H, core.mask, 3)  # its own step
+    np.testing.assert_array_equal(get_weight(find_layers(model)[name]).detach().numpy(), W_gd)
+    assert rec.loss_gd == sparseopt.layer.layer_loss(W_gd, W_star, H)
