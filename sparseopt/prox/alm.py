@@ -969,11 +969,10 @@ def _fast24(S, lam, tol, max_iter, s):
     ``_fast24_s4``): a branch on a run-time s keeps LLVM from vectorizing the loop.
 
     Two vectorized passes: the first sweep on every lane, then the Newton steps and the
-    confirming sweep (``_newton_confirm24``) on the lanes that need them. Where the first
-    sweep finishes many lanes (small lam with float32's tolerance: its start is the middle
-    of a tight bracket), the second pass runs on the others only, packed into rows
-    _NZ.._NIT; where it finishes few, on every lane in place (packing would cost more than
-    the steps it saves)."""
+    confirming sweep (``_newton_confirm24``) on the lanes that need them: packed into rows
+    _NZ.._NIT where they are at most half of the chunk (the first sweep finishes most lanes
+    at small lam with float32's tolerance: its start is the middle of a tight bracket),
+    else on every lane in place (packing would cost more than the steps it saves)."""
     tol_abs = tol  # z1 = 1
     newton_start = _NEWTON_START24
     newton_stop = 0.01 * tol_abs
