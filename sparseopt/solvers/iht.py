@@ -197,6 +197,14 @@ class _Problem:
             return f.value_and_grad(x)
         return f.value(x), f.grad(x)
 
+    def value_grad_loss(self, x):
+        """(the minimised f at x, its gradient, the caller's loss at x): the loss is f without
+        the mu term of eq. 5, from the same pass as the value (for the history)."""
+        if isinstance(self.objective, _Stabilized):
+            return self.objective.value_grad_loss(x)
+        fval, g = self.value_and_grad(x)
+        return fval, g, fval
+
     def lambda_init(self) -> float:
         """Quantile rule of maiht-wen Sec. 2.4: lam = Q_0.01(|W_hat|)^2 / (2 step), which keeps 99%
         of the entries in the first thresholding. The quantile is taken of the first gradient-step
@@ -243,11 +251,15 @@ class _Stabilized:
             return np.asarray(w) - self.center
         return w - self.center
 
+    def _penalty_of(self, diff) -> float:
+        """mu/2 ||diff||^2 with diff = w - w_hat, summed in float64."""
+        xp = self._xp
+        d = xp.astype(diff, xp.float64, copy=False)
+        return 0.5 * self.mu * float(xp.sum(d * d))
+
     def penalty(self, w) -> float:
         """mu/2 ||w - w_hat||^2, summed in float64 (an elementwise pass, no product)."""
-        xp = self._xp
-        d = xp.astype(self._diff(w), xp.float64, copy=False)
-        return 0.5 * self.mu * float(xp.sum(d * d))
+        return self._penalty_of(self._diff(w))
 
     def value(self, w):
         return float(self.base.value(w)) + self.penalty(w)
@@ -256,11 +268,19 @@ class _Stabilized:
         return self.base.grad(w) + self.mu * self._diff(w)
 
     def value_and_grad(self, w):
+        return self.value_grad_loss(w)[:2]
+
+    def value_grad_loss(self, w):
+        """(value, gradient, the base loss f(w)) from one difference w - w_hat; the loss is
+        the value minus the penalty (what the history records as ``loss``)."""
+        diff = self._diff(w)
+        p = self._penalty_of(diff)
         if hasattr(self.base, "value_and_grad"):
             v, g = self.base.value_and_grad(w)
         else:
             v, g = self.base.value(w), self.base.grad(w)
-        return float(v) + self.penalty(w), g + self.mu * self._diff(w)
+        fval = float(v) + p
+        return fval, g + self.mu * diff, fval - p
 
     def lipschitz(self):
         return float(self.base.lipschitz()) + self.mu
@@ -278,18 +298,10 @@ def refine(problem, x, support, steps, hist, t0, lam_rec):
         res = frobenius_norm(x_new - x) / problem.step
         x = x_new
         # one product per step: the value recorded and the next step's gradient
-        fval, g = problem.value_and_grad(x)
-        hist.append(objective=fval, loss=_loss(problem, x, fval), support=count_nonzero(x),
+        fval, g, loss = problem.value_grad_loss(x)
+        hist.append(objective=fval, loss=loss, support=count_nonzero(x),
                     lam=lam_rec, step=problem.step, residual=res, time=time.perf_counter() - t0)
     return x
-
-
-def _loss(problem, x, fval):
-    """The caller's smooth loss f: ``fval`` (the minimised objective at x) without the mu term
-    of eq. 5."""
-    if isinstance(problem.objective, _Stabilized):
-        return fval - problem.objective.penalty(x)
-    return fval
 
 
 def finish(problem, x, hist, t0, nit, stop_reason, refine_steps, extra_info):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 
-from .iht import _KEYS, _loss, _Problem, check_refine_steps, count_nonzero, finish, frobenius_norm
+from .iht import _KEYS, _Problem, check_refine_steps, count_nonzero, finish, frobenius_norm
 from .result import History
 
 __all__ = ["maiht"]
@@ -107,12 +107,12 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     Z = W
     t_prev, t = 0.0, 1.0
     lam_k = pb.lam
-    fW, gW = pb.value_and_grad(W)
+    fW, gW, lW = pb.value_grad_loss(W)
     # For an affine gradient (quadratic f) grad f(Y^k) is the same affine combination of the
     # gradients at W^k, Z^k, W^{k-1} as Y^k of the points: one gradient evaluation saved.
     affine = bool(getattr(pb.objective, "affine_gradient", False))
     gZ, gW_prev = gW, gW
-    hist.append(objective=pb.penalized(fW, W, lam_k), loss=_loss(pb, W, fW),
+    hist.append(objective=pb.penalized(fW, W, lam_k), loss=lW,
                 support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
                 residual=math.nan, time=0.0, accepted=math.nan)
     stop_reason, nit, n_acc = "max_iter", 0, 0
@@ -130,18 +130,18 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
         t_prev, t = t, (math.sqrt(4.0 * t * t + 1.0) + 1.0) / 2.0
         # both values from the same product and summation, so that the comparison is like
         # with like; the gradient of the one taken is the next iteration's
-        fZ, gZ = pb.value_and_grad(Z)
-        fV, gV = pb.value_and_grad(V)
+        fZ, gZ, lZ = pb.value_grad_loss(Z)
+        fV, gV, lV = pb.value_grad_loss(V)
         accept = pb.penalized(fZ, Z, lam_k) <= pb.penalized(fV, V, lam_k)
         W_prev, gW_prev = W, gW
         if accept:
-            W, fW, gW = Z, fZ, gZ
+            W, fW, gW, lW = Z, fZ, gZ, lZ
             n_acc += 1
         else:
-            W, fW, gW = V, fV, gV
+            W, fW, gW, lW = V, fV, gV, lV
         res = frobenius_norm(W - W_prev) / alpha
         nit = k + 1
-        hist.append(objective=pb.penalized(fW, W, lam_k), loss=_loss(pb, W, fW),
+        hist.append(objective=pb.penalized(fW, W, lam_k), loss=lW,
                     support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
                     residual=res, time=time.perf_counter() - t0, accepted=float(accept))
         if res <= pb.tol and (pb.mode != "adaptive" or count_nonzero(W) == pb.target_nnz):
