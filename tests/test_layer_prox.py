@@ -348,3 +348,28 @@ def test_regularizer_objects_and_lam_tilde_degree():
         assert r1.nit == r2.nit, reg
     with pytest.raises(ValueError, match="regularizer must be one of"):
         prune(W_star, H, method="prox", regularizer="L7")
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_rescaled_hessian_pass_equals_its_twin(order):
+    """The Numba pass of rescale_wanda (H_ij / (s_i s_j) without d x d temporaries) against
+    its twin, the NumPy expression: the same bits, with dead inputs (H_jj = 0, s_j = 1),
+    tiny and huge diagonals, negative entries, on C and Fortran ordered H and on a strided
+    view; the torch path (the expression, torch's own sqrt) agrees to a few ulps."""
+    from sparseopt.layer.prox import _divide_outer
+
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((37, 60)) * np.geomspace(1e-150, 1e150, 37)[:, None] ** 0.01
+    H = np.asarray(A @ A.T / 60, order=order)
+    H[5, :] = H[:, 5] = 0.0  # a dead input
+    H[7, 7] *= 1e-300
+    W_star = rng.standard_normal((3, 37)).astype(np.float32)
+    for M in (H, np.asarray(np.kron(H, np.ones((2, 2)))[::2, ::2], order=order)):
+        Wt, Ht, s = rescale_wanda(W_star, M)
+        twin = M / (s[:, None] * s[None, :])
+        np.testing.assert_array_equal(Ht, twin)
+        assert s[5] == 1.0 and Ht.dtype == np.float64 and Wt.dtype == np.float32
+        np.testing.assert_array_equal(_divide_outer(M, s, np.empty(M.shape)), twin)
+    torch = pytest.importorskip("torch")
+    _, Ht_t, _ = rescale_wanda(torch.from_numpy(W_star), torch.from_numpy(np.ascontiguousarray(H)))
+    np.testing.assert_allclose(Ht_t.numpy(), rescale_wanda(W_star, H)[1], rtol=1e-15, atol=0)
