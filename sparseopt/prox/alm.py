@@ -1070,11 +1070,9 @@ def _fast24_s4(S, lam, tol, max_iter):
 
 @njit(cache=True, error_model="numpy")
 def _judge_pass24(S, lam, max_iter):
-    """Per group of a chunk, without branches: the dense candidate that ``_fast24_s4``
-    finished for a group of route 1 against the best point so far (``_judge24``): its
-    sweeps and flag added, the result where it wins; the group's route set to 0 (done).
-    The groups of route 1 it left, and those of route 2, keep their route for the scalar
-    ALM."""
+    """Per group of a chunk, without branches: the dense candidate of a group of route 1
+    (rows _W4, _IT4: by ``_fast24_s4`` or the scalar ALM) against the best point so far
+    (``_judge24``): its sweeps and flag added, the result where it wins."""
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         take = (S[_RT * _CHUNK + j] == 1.0) & (S[_IT4 * _CHUNK + j] > 0.0)
@@ -1094,7 +1092,6 @@ def _judge_pass24(S, lam, max_iter):
         S[(_B + 3) * _CHUNK + j] = w4 * scale if wins else S[(_B + 3) * _CHUNK + j]
         S[_SW * _CHUNK + j] += it if take else 0.0
         S[_MX * _CHUNK + j] = 1.0 if take & mx4 else S[_MX * _CHUNK + j]
-        S[_RT * _CHUNK + j] = 0.0 if take else S[_RT * _CHUNK + j]
 
 
 @njit(cache=True, error_model="numpy")
@@ -1231,8 +1228,9 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     ``_fast24_s3`` when enough groups may need it, scalar ALM for the rest); the decision
     whether and how the dense candidate is solved (``_decide_pass24``, vectorized); the
     dense candidate in lock-step for the groups of route 1 (``_fast24_s4``, which takes its
-    Newton steps only on those, and ``_judge_pass24``, vectorized), the scalar ALM for the
-    groups it leaves and for route 2 (mostly ending on a face); ``_store24`` (vectorized).
+    Newton steps only on those), the scalar ALM for the groups it leaves and for route 2
+    (mostly ending on a face), their comparison with the best point (``_judge_pass24``,
+    vectorized); ``_store24`` (vectorized).
     """
     wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     n = stop - start
@@ -1273,35 +1271,32 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
             S[(_W3 + 2) * _CHUNK + j] = w3
             S[_IT3 * _CHUNK + j] = it
     _decide_pass24(S, lam, max_iter, cuts)
-    # the dense candidate: lock-step for the groups of route 1, then the scalar ALM for
-    # those it left and for route 2
+    # the dense candidate: lock-step for the groups of route 1 where enough take it, the
+    # scalar ALM for the groups it leaves and for route 2, then one comparison pass
     n1 = 0
     for j in range(_CHUNK):
         n1 += 1 if S[_RT * _CHUNK + j] == 1.0 else 0
     if n1 >= _DENSE_SHARE * _CHUNK:  # else the scalar ALM for all (the same bits)
         _fast24_s4(S, lam, tol, max_iter)
-        _judge_pass24(S, lam, max_iter)
+    else:
+        for j in range(_CHUNK):
+            S[_IT4 * _CHUNK + j] = 0.0
     for j in range(n):
-        if S[_RT * _CHUNK + j] != 0.0:
-            scale = S[_SCALE * _CHUNK + j]
-            z2, z3, z4 = S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j]
-            lg = lam * scale
-            w1, w2, w3, w4, it = _alm24_dense(z2, z3, z4, lg, tol_abs, newton_start,
-                                              max_iter, S[_X4 * _CHUNK + j],
-                                              S[(_X4 + 1) * _CHUNK + j],
-                                              S[(_X4 + 2) * _CHUNK + j],
-                                              S[(_X4 + 3) * _CHUNK + j])
-            it, mx4, wins, _ = _judge24(w1, w2, w3, w4, it, max_iter, z2, z3, z4, lg, 4,
-                                        S[_BEST * _CHUNK + j])
-            S[_SW * _CHUNK + j] += it
-            if mx4:
-                S[_MX * _CHUNK + j] = 1.0
-            if wins:
-                S[_TWO * _CHUNK + j] = 0.0
-                S[_B * _CHUNK + j] = w1 * scale
-                S[(_B + 1) * _CHUNK + j] = w2 * scale
-                S[(_B + 2) * _CHUNK + j] = w3 * scale
-                S[(_B + 3) * _CHUNK + j] = w4 * scale
+        route = S[_RT * _CHUNK + j]
+        if route == 2.0 or (route == 1.0 and S[_IT4 * _CHUNK + j] == 0.0):
+            w1, w2, w3, w4, it = _alm24_dense(
+                S[_Z2 * _CHUNK + j], S[_Z3 * _CHUNK + j], S[_Z4 * _CHUNK + j],
+                lam * S[_SCALE * _CHUNK + j], tol_abs, newton_start, max_iter,
+                S[_X4 * _CHUNK + j], S[(_X4 + 1) * _CHUNK + j], S[(_X4 + 2) * _CHUNK + j],
+                S[(_X4 + 3) * _CHUNK + j])
+            S[_W4 * _CHUNK + j] = w1
+            S[(_W4 + 1) * _CHUNK + j] = w2
+            S[(_W4 + 2) * _CHUNK + j] = w3
+            S[(_W4 + 3) * _CHUNK + j] = w4
+            S[_IT4 * _CHUNK + j] = it
+            S[_RT * _CHUNK + j] = 1.0
+    _judge_pass24(S, lam, max_iter)
+    for j in range(n):
         sweeps[start + j] = int(S[_SW * _CHUNK + j])
         maxed[start + j] = S[_MX * _CHUNK + j] != 0.0
     _store24(S)
