@@ -204,9 +204,15 @@ def _asymmetric_entries(H):
 def is_symmetric(H) -> bool:
     """Whether the square matrix ``H`` equals its transpose exactly (NaN is never equal):
     ``all(H == H.T)``, for NumPy arrays by the tiled Numba pass :func:`_asymmetric_entries`
-    (no d x d temporaries), else with the array library's own operators."""
-    if isinstance(H, np.ndarray) and H.dtype in (np.float32, np.float64) and H.ndim == 2:
-        return H.shape[0] == H.shape[1] and int(_asymmetric_entries(H)) == 0
+    (no d x d temporaries), else with the array library's own operators. A non-square H is
+    not symmetric; ValueError unless H is a 2-D array."""
+    if not hasattr(H, "shape") or len(H.shape) != 2:
+        raise ValueError(f"H must be a 2-D array, got {type(H).__name__} of shape "
+                         f"{getattr(H, 'shape', None)}")
+    if H.shape[0] != H.shape[1]:
+        return False
+    if isinstance(H, np.ndarray) and H.dtype in (np.float32, np.float64):
+        return int(_asymmetric_entries(H)) == 0
     xp = namespace(H)
     return bool(xp.all(H == H.T))
 

@@ -93,3 +93,7 @@ def test_symmetry_pass_agrees_with_numpy(dtype, d):
         assert is_symmetric(G) is expected
         assert int(_asymmetric_entries(G)) == int(np.count_nonzero(np.tril(G != G.T)))
     assert is_symmetric(H)
+    assert not is_symmetric(np.zeros((d, d + 1), dtype))
+    for bad in (np.zeros(d + 1, dtype), [[1.0]]):
+        with pytest.raises(ValueError, match="H must be a 2-D array"):
+            is_symmetric(bad)
