@@ -174,36 +174,52 @@ def woodbury_solve(X, cf, delta: float, g) -> np.ndarray:
     return (g64 - X.T @ z) / delta
 
 
-#: Side of the square tiles of :func:`_asymmetric_entries` (two 64 x 64 float64 tiles, 64 KiB,
+#: Side of the square tiles of :func:`_symmetry_pass` (two 64 x 64 float64 tiles, 64 KiB,
 #: stay in L2 while one is read by rows and its mirror by columns).
 _SYM_TILE = 64
 
 
 @njit(cache=True, parallel=True)
-def _asymmetric_entries(H):
-    """The number of entries H[i, j] != H[j, i] with i >= j (NaN counts: it equals nothing),
-    one tile below the diagonal against its mirror at a time, rows of tiles over the Numba
-    threads. The twin of ``np.all(H == H.T)``, which reads H.T by columns across the whole
-    matrix (16 ms at d = 1536 against about 1 ms here)."""
+def _symmetry_pass(H):
+    """(the number of entries H[i, j] != H[j, i] with i >= j (NaN counts: it equals
+    nothing), max |H_ij|, max |H_ij - H_ji| (the difference rounded to H's dtype)), one
+    tile below the diagonal against its mirror at a time, rows of tiles over the Numba
+    threads: both symmetry tests in one pass over H, the exact one of :func:`is_symmetric`
+    and the tolerance of ``sparseopt.objectives._check_symmetric``. Twins:
+    ``np.count_nonzero(np.tril(H != H.T))``, ``np.max(np.abs(H))`` and
+    ``np.max(np.abs(H - H.T))``, which read H.T by columns across the whole matrix (16 ms
+    at d = 1536 against about 1 ms here). The maxima are 0 for an empty H and meaningless
+    where H holds NaN (the callers test finiteness first)."""
     d = H.shape[0]
     nt = (d + _SYM_TILE - 1) // _SYM_TILE
     counts = np.zeros(nt, dtype=np.int64)
+    largest = np.zeros(nt)
+    asym = np.zeros(nt)
     for bi in prange(nt):
         i0 = bi * _SYM_TILE
         i1 = min(d, i0 + _SYM_TILE)
         c = 0
+        big = 0.0
+        diff = 0.0
         for bj in range(bi + 1):
             j0 = bj * _SYM_TILE
             for i in range(i0, i1):
                 for j in range(j0, min(j0 + _SYM_TILE, i + 1)):
-                    c += 0 if H[i, j] == H[j, i] else 1
+                    a, b = H[i, j], H[j, i]
+                    c += 0 if a == b else 1
+                    big = max(big, abs(a), abs(b))
+                    diff = max(diff, abs(a - b))
         counts[bi] = c
-    return counts.sum()
+        largest[bi] = big
+        asym[bi] = diff
+    if nt == 0:
+        return 0, 0.0, 0.0
+    return counts.sum(), largest.max(), asym.max()
 
 
 def is_symmetric(H) -> bool:
     """Whether the square matrix ``H`` equals its transpose exactly (NaN is never equal):
-    ``all(H == H.T)``, for NumPy arrays by the tiled Numba pass :func:`_asymmetric_entries`
+    ``all(H == H.T)``, for NumPy arrays by the tiled Numba pass :func:`_symmetry_pass`
     (no d x d temporaries), else with the array library's own operators. A non-square H is
     not symmetric; ValueError unless H is a 2-D array."""
     if not hasattr(H, "shape") or len(H.shape) != 2:
@@ -212,7 +228,7 @@ def is_symmetric(H) -> bool:
     if H.shape[0] != H.shape[1]:
         return False
     if isinstance(H, np.ndarray) and H.dtype in (np.float32, np.float64):
-        return int(_asymmetric_entries(H)) == 0
+        return int(_symmetry_pass(H)[0]) == 0
     xp = namespace(H)
     return bool(xp.all(H == H.T))
 

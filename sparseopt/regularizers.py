@@ -403,10 +403,17 @@ class RNM(Regularizer):
 
     def _prox_nm(self, x, c, **out):
         """The prox_nm kernel for x's array type; ``out=`` only where it is given (the
-        accelerator kernels take none)."""
+        accelerator kernels take none). A NumPy x goes to ``prox_nm``'s solver without its
+        argument checks: ``prox`` has checked x (finite, float) and c, ``__init__`` the
+        method and tol, ``_check_groups`` the shape."""
         _check_groups(x, self.pattern)
-        return kernel("prox_nm", x)(x, c, self.pattern.n, self.pattern.m, method=self.method,
-                                    tol=self.tol, **out)
+        n, m = self.pattern.n, self.pattern.m
+        if isinstance(x, np.ndarray):
+            from .prox import _prox_nm_valid  # here: sparseopt.prox imports this module
+
+            return _prox_nm_valid(x, float(c), n, m, self.method, self.tol, None,
+                                  out.get("out"), name=None)
+        return kernel("prox_nm", x)(x, c, n, m, method=self.method, tol=self.tol, **out)
 
     def grad(self, x):
         """Gradient of ``lam * r_{N:M}`` on the active set (0 off it); dtype of x."""

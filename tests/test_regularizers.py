@@ -257,3 +257,45 @@ def test_prox_out_needs_numpy_x():
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError, match="out is supported for NumPy x only"):
         RNM(1.0).prox(torch.ones(2, 4), 1.0, out=np.empty((2, 4), dtype=np.float32))
+
+
+@pytest.mark.parametrize("pattern", [NM(2, 4), NM(3, 8), NM(1, 4)])
+def test_rnm_prox_tests_its_input_once(monkeypatch, pattern):
+    """RNM.prox checks x (finite) once and then runs prox_nm's solver without prox_nm's
+    second test of the same entries (the prox-gradient loop calls it every iteration). A
+    NaN still raises, naming x, before anything is written into ``out``; the result is
+    prox_nm's bit for bit, fresh and in place. Fails if the input is tested twice (the
+    count), not at all (the NaN), or after ``out`` was written."""
+    import sparseopt.validation as V
+    from sparseopt.prox import prox_nm
+
+    calls = []
+    count = V._count_nonfinite
+
+    def counting(a):
+        calls.append(a.size)
+        return count(a)
+
+    monkeypatch.setattr(V, "_count_nonfinite", counting)
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((6, 16)).astype(dtype)
+        reg = RNM(0.7, pattern=pattern)
+        expected = prox_nm(x, 0.7 * 1.3, pattern.n, pattern.m)
+        for mode in ("fresh", "out", "in place"):
+            calls.clear()
+            if mode == "fresh":
+                got = reg.prox(x, 1.3)
+            elif mode == "out":
+                got = reg.prox(x, 1.3, out=np.empty_like(x))
+            else:
+                got = x.copy()
+                reg.prox(got, 1.3, out=got)
+            assert got.tobytes() == expected.tobytes()
+            assert calls == [x.size]
+        bad = x.copy()
+        bad[2, 5] = np.nan
+        out = np.full_like(x, 7.0)
+        with pytest.raises(ValueError, match="x contains NaN"):
+            reg.prox(bad, 1.3, out=out)
+        assert np.all(out == 7.0)

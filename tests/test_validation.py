@@ -68,10 +68,14 @@ def test_numba_count_agrees_with_isfinite(dtype, order):
 @pytest.mark.parametrize("d", [0, 1, 63, 64, 65, 130])
 def test_symmetry_pass_agrees_with_numpy(dtype, d):
     """sparseopt.linalg.is_symmetric (the tiled Numba pass of check_hessian) against its
-    twin np.all(H == H.T): symmetric matrices with signed zeros and ties, then one entry
-    changed by one ulp above, below or on the diagonal (NaN there too), also on Fortran
-    ordered and strided views. Fails if a tile, the diagonal or a row of tiles is skipped."""
-    from sparseopt.linalg import _asymmetric_entries, is_symmetric
+    twin np.all(H == H.T), and the pass's maxima max|H|, max|H - H'| (LayerLoss's
+    tolerance test) against NumPy and the blockwise twin: symmetric matrices with signed
+    zeros and ties, then one entry changed by one ulp above, below or on the diagonal (NaN
+    there too), also on Fortran ordered and strided views. Fails if a tile, the diagonal,
+    a row of tiles or the mirror entry of a tile is skipped, or the difference is rounded
+    in another dtype."""
+    from sparseopt.linalg import _symmetry_pass, is_symmetric
+    from sparseopt.objectives import _symmetry_maxima_xp
 
     rng = np.random.default_rng(d)
     A = np.asarray(rng.standard_normal((d, d)), dtype=dtype)
@@ -85,13 +89,22 @@ def test_symmetry_pass_agrees_with_numpy(dtype, d):
             G = H.copy()
             G[i, j] = value
             cases += [G, np.asfortranarray(G)]
+    if d > 1:  # the largest entry above the diagonal; a random (asymmetric) matrix
+        G = H.copy()
+        G[0, d - 1] = 1e3
+        cases += [G, A]
     big = np.zeros((2 * d, 2 * d), dtype)
     big[::2, ::2] = H
     cases.append(big[::2, ::2])  # a strided view
     for G in cases:
         expected = bool(np.all(G == G.T))
         assert is_symmetric(G) is expected
-        assert int(_asymmetric_entries(G)) == int(np.count_nonzero(np.tril(G != G.T)))
+        count, largest, asym = _symmetry_pass(G)
+        assert int(count) == int(np.count_nonzero(np.tril(G != G.T)))
+        if d and np.all(np.isfinite(G)):  # the maxima of _check_symmetric's tolerance test
+            assert largest == float(np.max(np.abs(G)))
+            assert asym == float(np.max(np.abs(G - G.T)))
+            assert (largest, asym) == _symmetry_maxima_xp(G)
     assert is_symmetric(H)
     assert not is_symmetric(np.zeros((d, d + 1), dtype))
     for bad in (np.zeros(d + 1, dtype), [[1.0]]):

@@ -134,9 +134,19 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None, out=None
     y, lam, n, m, tol, max_iter = _validate(y, lam, n, m, method, tol, max_iter)
     if out is not None:
         out = check_out(out, y)
-    if method != "alm" or n < 2 or lam == 0.0:
+    return _prox_nm_valid(y, lam, n, m, method, tol, max_iter, out, name="y")
+
+
+def _prox_nm_valid(y, lam, n, m, method, tol, max_iter, out, *, name):
+    """:func:`prox_nm` on arguments already validated (``_validate``, ``check_out``).
+
+    ``name``: y's name in the ValueError for NaN or Inf; None when the caller has tested y
+    itself (``RNM.prox``, whose ``check_float_array`` did: the prox-gradient loop then
+    tests its prox input once per iteration, not twice).
+    """
+    if name is not None and (method != "alm" or n < 2 or lam == 0.0):
         # EnumALM tests y itself (into a fresh result, in the kernel's own pass)
-        check_finite(y, "y")
+        check_finite(y, name)
     if y.size == 0 or lam == 0.0:
         # lam = 0: the prox of the zero function is the identity
         return y.copy() if out is None else _into(out, y)
@@ -149,13 +159,13 @@ def prox_nm(y, lam, n=2, m=4, *, method="alm", tol=None, max_iter=None, out=None
         max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
         g = np.ascontiguousarray(y.reshape(-1, m))
         w, _, maxed = _run_groups(g, lam, n, tol, max_iter,
-                                  out=None if out is None else out.reshape(-1, m), name="y")
+                                  out=None if out is None else out.reshape(-1, m), name=name)
         if np.any(maxed):
             warnings.warn(
                 f"prox_nm: ALM reached max_iter={max_iter} in {int(maxed.sum())} of "
                 f"{maxed.size} groups; their candidates are not converged to tol={tol:g}",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         return w.reshape(y.shape) if out is None else out
     if (n, m) not in METHODS[method]:
