@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import device, namespace, zero
-from ..linalg import top_eigenpairs
+from ..linalg import frob_inner, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
 from ..validation import check_int, check_real
@@ -186,10 +186,9 @@ class _ClippedLayerLoss:
 
     def value_and_grad(self, W, *, out=None):
         val, g = self._f.value_and_grad(W, out=out)
-        xp = self._f._xp
         D = self._f._work if out is not None else W - self._f.W_star
-        DV = xp.reshape(xp.astype(D @ self._Vs, xp.float64), (-1,))
-        return val + float(xp.vecdot(DV, DV)), g
+        DV = D @ self._Vs
+        return val + frob_inner(DV, DV), g  # float64 sum of squares, no float64 copy
 
 
 #: Names of the regularizers of ``prune(..., method="prox", regularizer=NAME)``: r_{N:M}
