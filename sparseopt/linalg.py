@@ -19,7 +19,7 @@ from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, regis
 
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
            "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
-           "cholesky_ok", "sum_in_order", "is_symmetric", "DENSE_EIG_MAX"]
+           "cholesky_ok", "sum_in_order", "is_symmetric", "symmetrize_", "DENSE_EIG_MAX"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.
@@ -215,6 +215,41 @@ def _symmetry_pass(H):
     if nt == 0:
         return 0, 0.0, 0.0
     return counts.sum(), largest.max(), asym.max()
+
+
+@njit(cache=True, parallel=True)
+def _symmetrize_tiles(A):
+    """A <- (A + A') / 2 in place for a square float64 A: each mirrored pair once, as
+    ``0.5 * (a_ij + a_ji)`` into both entries (the bits of its twin
+    ``0.5 * (A + A.T)``), tile by tile below the diagonal, rows of tiles over the Numba
+    threads (a row of tiles writes only its own pairs). No d x d temporary: the twin needs
+    two (1.6 GB each at d = 14336)."""
+    d = A.shape[0]
+    nt = (d + _SYM_TILE - 1) // _SYM_TILE
+    for bi in prange(nt):
+        i0 = bi * _SYM_TILE
+        i1 = min(d, i0 + _SYM_TILE)
+        for bj in range(bi + 1):
+            j0 = bj * _SYM_TILE
+            for i in range(i0, i1):
+                for j in range(j0, min(j0 + _SYM_TILE, i + 1)):
+                    v = 0.5 * (A[i, j] + A[j, i])
+                    A[i, j] = v
+                    A[j, i] = v
+    return A
+
+
+def symmetrize_(A):
+    """``A`` replaced in place by its symmetric part (A + A') / 2 and returned: for a
+    square float64 NumPy array by the tiled Numba pass :func:`_symmetrize_tiles` (no
+    d x d temporary), else by the expression ``0.5 * (A + A.T)`` written back into A (its
+    twin; the same bits). ValueError unless A is a square 2-D array."""
+    if not hasattr(A, "shape") or len(A.shape) != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be a square 2-D array, got shape {getattr(A, 'shape', None)}")
+    if isinstance(A, np.ndarray) and A.dtype == np.float64:
+        return _symmetrize_tiles(A)
+    A[...] = 0.5 * (A + A.T)
+    return A
 
 
 def is_symmetric(H) -> bool:

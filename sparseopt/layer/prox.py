@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import device, namespace, zero
-from ..linalg import frob_inner, top_eigenpairs
+from ..linalg import frob_inner, symmetrize_, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
 from ..validation import check_int, check_real
@@ -107,8 +107,15 @@ def clip_hessian(H, k, *, low_rank="raise"):
         raise ValueError(f"clip={k} leaves no curvature: the {k + 1}-th largest eigenvalue of "
                          f"the (rescaled) Hessian is {level:.3g}, so H has rank <= {k}")
     V, c = V[:, 1:], w[1:] - level
-    H_clip = H - (V * c[None, :]) @ V.T
-    return 0.5 * (H_clip + H_clip.T), V, xp.where(c > 0, c, xp.zeros_like(c)), top, level
+    # H - V diag(c) V', symmetrised (rounding leaves it slightly asymmetric), in one d x d
+    # array: the product's, overwritten in place (at d_in = 14336 each float64 d x d array
+    # is 1.6 GB; the expressions H - P, 0.5 (S + S') took three more)
+    H_clip = (V * c[None, :]) @ V.T
+    if isinstance(H_clip, np.ndarray):
+        np.subtract(H, H_clip, out=H_clip)
+    else:
+        H_clip = H - H_clip
+    return symmetrize_(H_clip), V, xp.where(c > 0, c, xp.zeros_like(c)), top, level
 
 
 def auto_clip(H, top=None):
@@ -433,15 +440,21 @@ def prox_prune(
     if auto:  # measured for r_{N:M} only: on MiniLM the clipped steps made R0 and R1 worse
         clip, g = _auto_clip(Ht) if isinstance(reg, RNM) else (0, None)
     clipped = clip_hessian(Ht, clip, low_rank="none" if auto else "raise") if clip else None
+    # The iterations use f's copy of the Hessian (in W's dtype) only, so each float64 d x d
+    # array is let go as soon as the next one exists (each is 1.6 GB at d_in = 14336)
     if clipped is not None:
+        Ht = None  # H_clip replaces it
         H_clip, V, c, g, level = clipped
+        clipped = None
         eta, lam_scale = 1.0 / (2.0 * level), g / level
         f = _ClippedLayerLoss(Wt_star, xp.astype(H_clip, dt), V, c, dt)
+        H_clip = None
     else:
         clip = 0  # also "auto" on an H of rank <= AUTO_CLIP: the plain steps
         g = gamma_max(Ht) if g is None else g
         eta = 1.0 / (2.0 * g) if g > 0 else 0.0  # H = 0: L is constant, only the prox acts
         f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
+        Ht = None
     # lambda's growth while the groups decide: beta_clip with the clipped steps (they keep
     # up with a faster-moving minimiser), unless beta is given
     clip_growth = beta is None and bool(clip) and beta_clip is not None
