@@ -437,6 +437,26 @@ def test_a_float64_symmetric_hessian_is_used_without_copy_and_never_written(meth
 
 
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_check_hessian_symmetric_part_leaves_the_callers_h(lib, dtype):
+    """An asymmetric H becomes (H + H') / 2 in float64, bit for bit the expression, in an
+    array of its own (symmetrised in place: the float64 conversion of a float32 H, else a
+    copy); the caller's H is unchanged. Fails if the caller's float64 H is symmetrised in
+    place, or the result is not the expression's."""
+    from sparseopt.layer.loss import check_hessian
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((70, 70)).astype(dtype)
+    H = A @ A.T + 1e-3 * np.triu(np.ones((70, 70), dtype=dtype), 1)
+    conv = (lambda a: a) if lib == "numpy" else pytest.importorskip("torch").from_numpy
+    Ht, H0 = conv(H), H.copy()
+    S = np.asarray(check_hessian(Ht))
+    H64 = H0.astype(np.float64)
+    assert S.dtype == np.float64 and S.tobytes() == (0.5 * (H64 + H64.T)).tobytes()
+    np.testing.assert_array_equal(np.asarray(Ht), H0)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
 def test_row_blocks_give_the_same_masks_and_losses(lib, monkeypatch):
     """Masks, wanda / magnitude and the float64 losses are computed in blocks of rows (no
     whole-layer temporaries on LLM layers); with blocks of a few rows they equal the

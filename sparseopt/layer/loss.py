@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import namespace, row_blocks, zero
-from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order
+from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order, symmetrize_
 from ..patterns import NM, TopK
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
     check_square
@@ -36,14 +36,14 @@ def check_hessian(H, d_in: int | None = None, *, name: str = "H"):
     """
     H = check_square(H, name, d_in)
     xp = namespace(H)
-    H = xp.astype(H, xp.float64, copy=False)
-    if is_symmetric(H):
+    H64 = xp.astype(H, xp.float64, copy=False)
+    if is_symmetric(H64):
         # Already float64 and symmetric (e.g. the adapter's X'X sums): no copy, since an LLM
         # Hessian is up to d_in^2 * 8 bytes. The layer methods never write into H (tested).
-        return H
-    S = H + H.T  # a new array: the caller's H is never touched
-    S *= 0.5
-    return S
+        return H64
+    # symmetrised in place in an array of our own: the float64 conversion where there was
+    # one, else a copy (the caller's H is never touched)
+    return symmetrize_(H64 if H64 is not H else xp.asarray(H64, copy=True))
 
 
 def check_layer(W, H, pattern, *, name: str = "W", psd: bool = True):
