@@ -19,7 +19,7 @@ from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, regis
 
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
            "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
-           "cholesky_ok", "sum_in_order", "is_symmetric", "symmetrize_", "DENSE_EIG_MAX"]
+           "cholesky_ok", "sum_in_order", "is_symmetric", "symmetrize_in_place", "DENSE_EIG_MAX"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.
@@ -239,7 +239,7 @@ def _symmetrize_tiles(A):
     return A
 
 
-def symmetrize_(A):
+def symmetrize_in_place(A):
     """``A`` replaced in place by its symmetric part (A + A') / 2 and returned: for a
     square float64 NumPy array by the tiled Numba pass :func:`_symmetrize_tiles` (no
     d x d temporary), else by the expression ``0.5 * (A + A.T)`` written back into A (its

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from .backend import device, is_numpy, namespace, numpy_dtype, row_blocks, zero
-from .linalg import _symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order, symmetrize_
+from .linalg import _symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order, symmetrize_in_place
 from .validation import FLOAT_DTYPES, check_finite, check_out
 from .validation import check_psd as _check_psd
 
@@ -401,7 +401,7 @@ class LayerLoss(Objective):
             # exactly the test of prune (sparseopt.layer.loss.check_layer): the symmetric part
             # in float64, with the tolerance of H's own precision
             H64 = xp.astype(H, xp.float64, copy=True)
-            _check_psd(symmetrize_(H64), "H", dtype=H.dtype)  # in the copy: no temporaries
+            _check_psd(symmetrize_in_place(H64), "H", dtype=H.dtype)  # in the copy: no temporaries
             del H64
         self._xp = xp
         self._numpy = is_numpy(xp)

@@ -114,12 +114,12 @@ def test_symmetry_pass_agrees_with_numpy(dtype, d):
 
 @pytest.mark.parametrize("d", [0, 1, 63, 64, 65, 130])
 def test_symmetrize_in_place_equals_its_twin(d):
-    """sparseopt.linalg.symmetrize_ (the tiled in-place Numba pass for float64) against its
+    """sparseopt.linalg.symmetrize_in_place (the tiled in-place Numba pass for float64) against its
     twin 0.5 * (A + A.T), bit for bit: asymmetric matrices in C and Fortran order and a
     strided view, float32 (the expression path) too, and a torch tensor; the result is
     the array passed in. Fails if a tile or a row of tiles is skipped or one entry of a
     mirrored pair is not written."""
-    from sparseopt.linalg import symmetrize_
+    from sparseopt.linalg import symmetrize_in_place
 
     rng = np.random.default_rng(d + 1)
     A = rng.standard_normal((d, d)) * np.exp(rng.standard_normal((d, d)))
@@ -133,10 +133,10 @@ def test_symmetrize_in_place_equals_its_twin(d):
                  lambda: A.astype(np.float32)):
         M = make()
         expected = 0.5 * (M + M.T)
-        assert symmetrize_(M) is M and M.dtype == expected.dtype
+        assert symmetrize_in_place(M) is M and M.dtype == expected.dtype
         assert np.ascontiguousarray(M).tobytes() == np.ascontiguousarray(expected).tobytes()
     with pytest.raises(ValueError, match="A must be a square 2-D array"):
-        symmetrize_(np.zeros((d, d + 1)))
+        symmetrize_in_place(np.zeros((d, d + 1)))
     torch = pytest.importorskip("torch")
     T = torch.from_numpy(A.copy())
-    assert symmetrize_(T) is T and torch.equal(T, torch.from_numpy(0.5 * (A + A.T)))
+    assert symmetrize_in_place(T) is T and torch.equal(T, torch.from_numpy(0.5 * (A + A.T)))

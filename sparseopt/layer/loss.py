@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import namespace, row_blocks, zero
-from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order, symmetrize_
+from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order, symmetrize_in_place
 from ..patterns import NM, TopK
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
     check_square
@@ -43,7 +43,7 @@ def check_hessian(H, d_in: int | None = None, *, name: str = "H"):
         return H64
     # symmetrised in place in an array of our own: the float64 conversion where there was
     # one, else a copy (the caller's H is never touched)
-    return symmetrize_(H64 if H64 is not H else xp.asarray(H64, copy=True))
+    return symmetrize_in_place(H64 if H64 is not H else xp.asarray(H64, copy=True))
 
 
 def check_layer(W, H, pattern, *, name: str = "W", psd: bool = True):

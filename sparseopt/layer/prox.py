@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..backend import device, namespace, zero
-from ..linalg import frob_inner, symmetrize_, top_eigenpairs
+from ..linalg import frob_inner, symmetrize_in_place, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
 from ..validation import check_int, check_real
@@ -115,7 +115,7 @@ def clip_hessian(H, k, *, low_rank="raise"):
         np.subtract(H, H_clip, out=H_clip)
     else:
         H_clip = H - H_clip
-    return symmetrize_(H_clip), V, xp.where(c > 0, c, xp.zeros_like(c)), top, level
+    return symmetrize_in_place(H_clip), V, xp.where(c > 0, c, xp.zeros_like(c)), top, level
 
 
 def auto_clip(H, top=None):

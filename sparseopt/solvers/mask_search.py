@@ -29,7 +29,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ..linalg import symmetrize_
+from ..linalg import symmetrize_in_place
 from ..patterns import check_finite
 from ..result import Result
 
@@ -104,7 +104,7 @@ def _check_problem(v, H, k):
     H64 = H.astype(np.float64)
     if not np.allclose(H64, H64.T, rtol=0.0, atol=1e-10 * max(np.max(np.abs(H64), initial=0.0), 1e-300)):
         raise ValueError("H must be symmetric")
-    return v64, symmetrize_(H64), int(k)  # H64 is our own copy
+    return v64, symmetrize_in_place(H64), int(k)  # H64 is our own copy
 
 
 def support_value(v, H, mask) -> tuple[np.ndarray, float]:
