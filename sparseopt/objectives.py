@@ -31,7 +31,8 @@ import numpy as np
 from numba import njit, prange
 
 from .backend import device, is_numpy, namespace, numpy_dtype, row_blocks, zero
-from .linalg import _symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order, symmetrize_in_place
+from .linalg import (_symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order,
+                     symmetrize_in_place)
 from .validation import FLOAT_DTYPES, check_finite, check_out
 from .validation import check_psd as _check_psd
 
