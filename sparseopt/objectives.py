@@ -77,8 +77,8 @@ def _check_symmetric(H, name: str) -> None:
     max(10 d eps, 1e-10) max|H|, the relative level of
     :func:`sparseopt.validation.psd_tolerance` (eps of H's dtype). H is finite (checked
     before). For NumPy arrays both maxima come from one tiled Numba pass
-    (:func:`sparseopt.linalg._symmetry_pass`; float32, d = 384 / 1536 / 4096: 0.23 / 23 / 136
-    ms by blocks -> 0.12 / 2.4 / 47 ms); its twin, used for tensors, reads them by blocks of
+    (:func:`sparseopt.linalg._symmetry_pass`; float32, d = 384 / 1536 / 4096: 0.23 / 23 / 140
+    ms by blocks -> 0.11 / 2.0 / 23 ms); its twin, used for tensors, reads them by blocks of
     rows."""
     if H.ndim != 2 or H.shape[0] != H.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {tuple(H.shape)}")
@@ -87,7 +87,7 @@ def _check_symmetric(H, name: str) -> None:
         return
     eps = float(np.finfo(np.float32 if numpy_dtype(H.dtype) == np.float32 else np.float64).eps)
     if isinstance(H, np.ndarray) and H.dtype in (np.float32, np.float64):
-        _, largest, asym = _symmetry_pass(H)
+        _, largest, asym = _symmetry_pass(H, True)
     else:
         largest, asym = _symmetry_maxima_xp(H)
     if asym > max(10.0 * d * eps, 1e-10) * max(largest, 1e-300):

@@ -99,7 +99,8 @@ def test_symmetry_pass_agrees_with_numpy(dtype, d):
     for G in cases:
         expected = bool(np.all(G == G.T))
         assert is_symmetric(G) is expected
-        count, largest, asym = _symmetry_pass(G)
+        count, largest, asym = _symmetry_pass(G, True)
+        assert int(_symmetry_pass(G, False)[0]) == int(count)
         assert int(count) == int(np.count_nonzero(np.tril(G != G.T)))
         if d and np.all(np.isfinite(G)):  # the maxima of _check_symmetric's tolerance test
             assert largest == float(np.max(np.abs(G)))
