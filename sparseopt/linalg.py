@@ -245,9 +245,14 @@ def symmetrize_in_place(A):
     """``A`` replaced in place by its symmetric part (A + A') / 2 and returned: for a
     square float64 NumPy array by the tiled Numba pass :func:`_symmetrize_tiles` (no
     d x d temporary), else by the expression ``0.5 * (A + A.T)`` written back into A (its
-    twin; the same bits). ValueError unless A is a square 2-D array."""
+    twin; the same bits). ValueError unless A is a square 2-D float32 / float64 array (an
+    integer array would silently round the halves)."""
+    from .validation import FLOAT_DTYPES, _dtype_name
+
     if not hasattr(A, "shape") or len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square 2-D array, got shape {getattr(A, 'shape', None)}")
+    if _dtype_name(A.dtype) not in FLOAT_DTYPES:
+        raise ValueError(f"A must have dtype float32 or float64, got {A.dtype}")
     if isinstance(A, np.ndarray) and A.dtype == np.float64:
         return _symmetrize_tiles(A)
     A[...] = 0.5 * (A + A.T)

@@ -138,6 +138,8 @@ def test_symmetrize_in_place_equals_its_twin(d):
         assert np.ascontiguousarray(M).tobytes() == np.ascontiguousarray(expected).tobytes()
     with pytest.raises(ValueError, match="A must be a square 2-D array"):
         symmetrize_in_place(np.zeros((d, d + 1)))
+    with pytest.raises(ValueError, match="A must have dtype float32 or float64"):
+        symmetrize_in_place(np.zeros((d, d), dtype=np.int64))
     torch = pytest.importorskip("torch")
     T = torch.from_numpy(A.copy())
     assert symmetrize_in_place(T) is T and torch.equal(T, torch.from_numpy(0.5 * (A + A.T)))
