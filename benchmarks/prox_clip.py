@@ -14,11 +14,12 @@ gradient steps (eq. 5; default 1000, the paper's):
 - ``noclip``: ``prune(method="prox", clip=0)``, the ``"fast"`` schedule without the clipped
   steps (the default until 2026-11-27): the baseline of the ratios;
 - ``default``: ``prune(method="prox")``: ``clip="auto"``, which on layers whose rescaled
-  Hessian has outlier eigenvalues (every MiniLM layer, not the synthetic one) lowers the 64
-  largest eigenvalues to the 65th in the gradient steps, takes the step
-  eta = 1 / (2 gamma_65) that allows (``sparseopt.layer.prox.clip_hessian``) and grows
-  lambda by ``beta_clip=1.12`` instead of 1.055 while the groups decide;
-- ``clip64 b1.2``: ``clip=64`` with lambda grown by 1.2: fewer iterations, more loss.
+  Hessian has outlier eigenvalues (every MiniLM layer, not the synthetic one) lowers the
+  min(96, d_in // 4) largest eigenvalues to the next in the gradient steps, takes the step
+  eta = 1 / (2 gamma_97) that allows (``sparseopt.layer.prox.clip_hessian``) and grows
+  lambda by ``beta_clip=1.25`` instead of 1.055 while the groups decide;
+- ``clip64 b1.12``: ``clip=64`` with lambda grown by 1.12, the default from 2026-11-27 00:40
+  to 2026-11-27 12:00 UTC: more iterations, less loss.
 
 Columns: the relative local loss after +GD, its ratio to ``noclip``, the iterations, and
 the method's time until the N:M mask (``res.method_time``, before +GD, including the
@@ -42,7 +43,7 @@ from sparseopt.problems import correlated_hessian
 from _timing import parse_size  # noqa: E402
 from prox_schedule import minilm_layers, product_time  # noqa: E402
 
-RUNS = (("noclip", {"clip": 0}), ("default", {}), ("clip64 b1.2", {"clip": 64, "beta": 1.2}))
+RUNS = (("noclip", {"clip": 0}), ("default", {}), ("clip64 b1.12", {"clip": 64, "beta": 1.12}))
 BASE = "noclip"
 
 

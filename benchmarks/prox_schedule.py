@@ -16,8 +16,9 @@ Rows (every figure measured in this run, on this machine):
 - ``fista``: ``prune(method="prox")``, the default schedule ``"fast"``
   (``sparseopt.layer.prox.SCHEDULES``: FISTA momentum, ``beta_start=1.2, beta=1.055,
   beta_tail=1.5``, :func:`sparseopt.solvers.proximal_gradient`; and ``clip="auto"``: on
-  layers whose rescaled Hessian has outlier eigenvalues the steps clip the largest 64 and
-  lambda grows by ``beta_clip=1.12``; the ``clip`` column says how many were clipped);
+  layers whose rescaled Hessian has outlier eigenvalues the steps clip the largest
+  min(96, d_in // 4) and lambda grows by ``beta_clip=1.25``; the ``clip`` column says how
+  many were clipped);
 - ``sparsegpt``: ``prune(method="sparsegpt")``.
 
 Each is followed by ``--gd`` masked gradient steps (eq. 5, default 1000, the paper's), and

@@ -29,21 +29,21 @@ DEFAULT_MAX_ITER = 3000
 #: ``"fast"`` (the default): FISTA momentum with gradient restart, lambda grown by 1.2 until
 #: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 for the last 2%; and
 #: ``clip="auto"``: where the rescaled Hessian has outlier eigenvalues (:func:`auto_clip`),
-#: the steps use it with its min(64, d_in // 4) largest eigenvalues clipped and lambda
-#: grows by 1.12 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) it
+#: the steps use it with its min(96, d_in // 4) largest eigenvalues clipped and lambda
+#: grows by 1.25 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) it
 #: reaches the mask on the 36 MiniLM layers in 8x fewer iterations than ``"paper"`` and
-#: ends +GD within 0.5% of its local loss; with it in 16x fewer, at 0.50-0.96x of its loss
+#: ends +GD within 0.5% of its local loss; with it in 28x fewer, at 0.55-0.99x of its loss
 #: (``benchmarks/prox_schedule.py``, ``docs/benchmarks.md``).
 SCHEDULES = {
     "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None,
               "clip": 0, "beta_clip": None},
     "fast": {"momentum": "fista", "beta": 1.055, "beta_start": 1.2, "beta_tail": 1.5,
-             "clip": "auto", "beta_clip": 1.12},
+             "clip": "auto", "beta_clip": 1.25},
 }
 
 #: ``clip="auto"``: the most eigenvalues clipped (at most d_in // 4), and the outlier test
 #: gamma_max(H) >= AUTO_CLIP_OUTLIER tr(H) / d (the mean eigenvalue) that switches it on.
-AUTO_CLIP = 64
+AUTO_CLIP = 96
 AUTO_CLIP_OUTLIER = 8.0
 
 #: Starting points of ``prune(W, H, method="prox", start=NAME)``: ``"dense"`` is W* itself
@@ -277,7 +277,7 @@ def prox_prune(
         published (plain proximal gradient, beta = 1.01); ``"fast"`` adds FISTA momentum
         and grows lambda by 1.2 / 1.055 / 1.5 (before, while and after the groups decide),
         and on layers with outlier eigenvalues clips the Hessian in the steps and grows
-        lambda by 1.12 while the groups decide (``clip="auto"``, ``beta_clip``). ``beta``,
+        lambda by 1.25 while the groups decide (``clip="auto"``, ``beta_clip``). ``beta``,
         ``beta_start``, ``beta_tail``, ``momentum``, ``clip`` and ``beta_clip`` override
         single values.
     start : {"dense", "wanda", "sparsegpt"}, default "dense"
@@ -290,7 +290,7 @@ def prox_prune(
         lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
     beta : float, optional
         Growth factor while the groups decide, ``> 1``; default the schedule's (paper 1.01,
-        fast 1.055, or ``beta_clip`` = 1.12 where the steps are clipped).
+        fast 1.055, or ``beta_clip`` = 1.25 where the steps are clipped).
     lam_tilde : float, optional
         Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*|, with W* the weights the
         prox sees (after rescaling), for r_{2:4}; in general lam_tilde mean|W*|^(2 - p)
@@ -318,17 +318,17 @@ def prox_prune(
         eta / eta_0 in the prox, so that every step still weighs r_{N:M} by
         lambda_k / eta_0 as Alg. 2 does (``history["lam"]`` keeps the schedule's lambda_k).
         The loss of ``history`` is the true L. ``"auto"`` (the fast schedule's default):
-        ``clip=min(64, d_in // 4)`` for r_{N:M} where the rescaled H has outlier
+        ``clip=min(96, d_in // 4)`` for r_{N:M} where the rescaled H has outlier
         eigenvalues, gamma_max(H) >= 8 tr(H)/d (:func:`auto_clip`), and a rank above that;
         0 elsewhere and for the other regularizers (``info["clip"]`` says which).
         Default: the schedule's (fast: ``"auto"``, paper: 0). On all 36 MiniLM layers
-        ``clip=64`` with ``beta_clip=1.12`` ends +1000 GD at 0.50-0.96x of the paper
-        schedule's loss in 50 instead of 103 (fast, ``clip=0``) and 830 (paper) iterations
+        ``clip=96`` with ``beta_clip=1.25`` ends +1000 GD at 0.55-0.99x of the paper
+        schedule's loss in 30 instead of 103 (fast, ``clip=0``) and 838 (paper) iterations
         (median; ``benchmarks/prox_schedule.py``, ``docs/layer.md``).
     beta_clip : float, optional
         Growth factor while the groups decide when the steps are clipped (``clip`` > 0)
         and ``beta`` is not given: the larger steps keep up with a faster-moving minimiser.
-        Default: the schedule's (fast: 1.12; paper: None, i.e. ``beta``).
+        Default: the schedule's (fast: 1.25; paper: None, i.e. ``beta``).
     momentum : {"plain", "fista"}, optional
         ``"plain"``: the paper's Alg. 2. ``"fista"``: FISTA extrapolation with gradient
         restart (:func:`~sparseopt.solvers.proximal_gradient`). Default: the schedule's.
