@@ -108,20 +108,28 @@ def _symmetry_maxima_xp(H):
 
 
 @njit(cache=True, fastmath={"reassoc"}, parallel=True)
-def _loss_and_gradient(DH, D):
-    """sum_ij float64(DH_ij) D_ij, and DH <- 2 DH in place: the value and gradient of
-    :class:`LayerLoss` from D = W - W* and DH = D H in one pass (NumPy; twin
-    :func:`_loss_and_gradient_xp`). The products are exact in float64; each row is summed
-    in float64 in an order the compiler may vectorise (``reassoc`` is what lets it), then
-    the row sums one after the other, so the value matches NumPy's pairwise sum to rounding
-    (~1e-15 relative), not bitwise, and does not depend on the number of threads the rows
-    are split over. Doubling is exact: the gradient is bitwise 2 DH."""
+def _loss_and_gradient(DX, D, G):
+    """The value and gradient of :class:`LayerLoss` in one pass over D = W - W* and
+    DX = D H (NumPy; twin :func:`_loss_and_gradient_xp`): G <- 2 DX and
+    sum_ij float64(DX_ij) D_ij. G may be DX itself (the doubling in place).
+
+    DX may have k more columns than D, DX = D [H | B]: their squares are added to the
+    value and G gets the first d_in columns only. That is the clipped loss of prox
+    pruning, B = V diag(c)^{1/2} (``sparseopt.layer.prox._ClippedLayerLoss``); k = 0 is
+    LayerLoss. The products are exact in float64; each row is summed in float64 in an
+    order the compiler may vectorise (``reassoc`` is what lets it), then the row sums one
+    after the other, so the value matches NumPy's pairwise sum to rounding (~1e-15
+    relative), not bitwise, and does not depend on the number of threads the rows are
+    split over. Doubling is exact: the gradient is bitwise 2 DX."""
+    d = D.shape[1]
     rows = np.empty(D.shape[0])
     for i in prange(D.shape[0]):
         row = 0.0
-        for j in range(D.shape[1]):
-            row += np.float64(DH[i, j]) * np.float64(D[i, j])
-            DH[i, j] = DH[i, j] + DH[i, j]
+        for j in range(d):
+            row += np.float64(DX[i, j]) * np.float64(D[i, j])
+            G[i, j] = DX[i, j] + DX[i, j]
+        for j in range(d, DX.shape[1]):
+            row += np.float64(DX[i, j]) * np.float64(DX[i, j])
         rows[i] = row
     return sum_in_order(rows)
 
@@ -478,11 +486,11 @@ class LayerLoss(Objective):
             D = self._work
             np.subtract(W, self.W_star, out=D)
             np.matmul(D, self.H, out=out)
-            return _loss_and_gradient(out, D), out
+            return _loss_and_gradient(out, D, out), out
         D = W - self.W_star
         DH = self._times_H(D)
         if self._numpy:
-            val = _loss_and_gradient(DH, D)
+            val = _loss_and_gradient(DH, D, DH)
             grad = DH
         else:
             val, grad = _loss_and_gradient_xp(DH, D, xp)

@@ -9,8 +9,9 @@ import pytest
 
 from sparseopt import NM, prune
 from sparseopt.layer import layer_loss
-from sparseopt.layer.prox import (AUTO_CLIP, AUTO_CLIP_OUTLIER, SCHEDULES, auto_clip,
-                                  clip_hessian, rescale_wanda)
+from sparseopt.layer.prox import (AUTO_CLIP, AUTO_CLIP_OUTLIER, SCHEDULES, _ClippedLayerLoss,
+                                  auto_clip, clip_hessian, rescale_wanda)
+from sparseopt.objectives import _loss_and_gradient
 from sparseopt.problems import correlated_hessian
 from sparseopt.linalg import DENSE_EIG_MAX, FULL_EIG_SHARE, top_eigenpairs
 from sparseopt.prox import prox_nm
@@ -133,6 +134,54 @@ def test_prox_clip_history_is_the_true_loss_and_the_schedule():
     Wt, Ht, sc = rescale_wanda(W_star, H)
     H_clip = clip_hessian(Ht, 4)[0]
     assert layer_loss(res.W * sc[None, :], Wt, H_clip) < 0.99 * h["loss"][-1]
+
+
+@pytest.mark.parametrize("k", [0, 1, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loss_and_gradient_with_the_clip_columns(dtype, k):
+    """LayerLoss's fused pass with DX = D [H | B] (k extra columns, the clipped loss of
+    prox pruning) against the NumPy expressions: the gradient is 2 DX[:, :d] bit for bit,
+    the value sum(DX[:, :d] D) + sum(DX[:, d:]^2) in float64 to rounding; zeros, signs and
+    exact ties (equal entries) included."""
+    rng = np.random.default_rng(11)
+    D = rng.standard_normal((9, 12)).astype(dtype)
+    DX = rng.standard_normal((9, 12 + k)).astype(dtype)
+    D[0] = 0.0
+    DX[1] = -DX[1]
+    DX[2, :] = DX[2, 0]
+    DX[3, :3] = -0.0
+    G = np.full(D.shape, np.nan, dtype=dtype)
+    val = _loss_and_gradient(DX, D, G)
+    np.testing.assert_array_equal(G, 2 * DX[:, :12])
+    X = DX.astype(np.float64)
+    ref = np.sum(X[:, :12] * D.astype(np.float64)) + np.sum(X[:, 12:] ** 2)
+    assert val == pytest.approx(ref, rel=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_clipped_loss_fused_path_equals_the_two_products(dtype):
+    """_ClippedLayerLoss with ``out`` (one product with [H_clip | V diag(c)^{1/2}], the
+    loop's path) against itself without ``out`` (two products and frob_inner, the path of
+    tensors): the same gradient and value to rounding, the value the true L; a bad ``out``
+    or a W of another dtype is refused, naming it."""
+    rng = np.random.default_rng(12)
+    W_star, H = powerlaw_layer(rng, 6, 40)
+    H_clip, V, c, _, _ = clip_hessian(H, 5)
+    f = _ClippedLayerLoss(W_star.astype(dtype), H_clip, V, c, dtype)
+    W = (W_star + rng.standard_normal(W_star.shape)).astype(dtype)
+    val, g = f.value_and_grad(W)
+    out = np.empty(W.shape, dtype=dtype)
+    val_out, g_out = f.value_and_grad(W, out=out)
+    assert g_out is out
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(g_out, g, rtol=rtol, atol=rtol * np.abs(g).max())
+    assert val_out == pytest.approx(val, rel=rtol)
+    D = (W - W_star.astype(dtype)).astype(np.float64)
+    assert val_out == pytest.approx(np.sum((D @ H) * D), rel=1e-4 if dtype == np.float32 else 1e-10)
+    with pytest.raises(ValueError, match="out"):
+        f.value_and_grad(W, out=np.empty((6, 39), dtype=dtype))
+    with pytest.raises(ValueError, match="dtype"):
+        f.value_and_grad(W.astype(np.float64 if dtype == np.float32 else np.float32), out=out)
 
 
 @pytest.mark.parametrize("lib", ["numpy", "torch"])

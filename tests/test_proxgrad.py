@@ -336,7 +336,7 @@ def test_fused_passes_do_not_depend_on_the_thread_count(dtype):
 
     def run():
         g = DH.copy()
-        loss = _loss_and_gradient(g, D)
+        loss = _loss_and_gradient(g, D, g)
         step = np.empty_like(y)
         _gradient_step_rows(y, g, c, step)
         ext = np.empty_like(y)
