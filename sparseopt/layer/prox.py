@@ -180,16 +180,18 @@ class _ClippedLayerLoss:
     one product with H_clip and a thin one with V: L(W) = Tr(D H_clip D') +
     sum_i c_i ||D v_i||^2, D = W - W*. Everything else is the LayerLoss of H_clip.
 
-    For NumPy the two products are one: D [H_clip | V diag(c)^{1/2}] into a (d_out, d_in + k)
-    work array, whose first d_in columns the fused pass of LayerLoss
-    (``objectives._loss_and_gradient``) doubles into the gradient while it sums the loss (at d_in = 384 the separate thin
-    product took 0.6-0.7 of a product's time inside the loop, issue 12). H_clip is kept
-    once, as the left block of that matrix (the LayerLoss sees a view of it).
+    For NumPy the two products are one, D [H_clip | V diag(c)^{1/2}] into a
+    (d_out, d_in + k) work array, and LayerLoss's fused pass
+    (``objectives._loss_and_gradient``) doubles its first d_in columns into the gradient
+    while it sums the loss (at d_in = 384 the separate thin product took 0.6-0.7 of a
+    product's time inside the loop, issue 12). H_clip is kept once, as the left block of
+    that matrix (the LayerLoss sees a view of it).
     """
 
     def __init__(self, W_star, H_clip, V, c, dtype):
-        from ..objectives import LayerLoss
+        from ..objectives import LayerLoss, _loss_and_gradient
 
+        self._fused_pass = _loss_and_gradient
         xp = namespace(W_star, H_clip)
         Vs = V * xp.sqrt(c)[None, :]  # sum_i c_i ||D v_i||^2 = ||D V diag(c)^{1/2}||_F^2
         if isinstance(W_star, np.ndarray):
@@ -218,14 +220,13 @@ class _ClippedLayerLoss:
             raise ValueError(f"out needs W of the objective's dtype {self.dtype}, got W of "
                              f"dtype {W.dtype}")
         check_out(out, W)
+        if self._wide is None:
+            self._wide = np.empty((self.shape[0], self._H_ext.shape[1]), dtype=self.dtype)
         if f._work is None:
             f._work = np.empty(self.shape, dtype=self.dtype)
-            self._wide = np.empty((self.shape[0], self._H_ext.shape[1]), dtype=self.dtype)
-        from ..objectives import _loss_and_gradient
-
         D = np.subtract(W, f.W_star, out=f._work)
         np.matmul(D, self._H_ext, out=self._wide)
-        return _loss_and_gradient(self._wide, D, out), out
+        return self._fused_pass(self._wide, D, out), out
 
 
 #: Names of the regularizers of ``prune(..., method="prox", regularizer=NAME)``: r_{N:M}
@@ -477,7 +478,7 @@ def prox_prune(
         H_clip, V, c, g, level = clipped
         clipped = None
         eta, lam_scale = 1.0 / (2.0 * level), g / level
-        f = _ClippedLayerLoss(Wt_star, H_clip, V, c, dt)  # H_clip in dt there
+        f = _ClippedLayerLoss(Wt_star, H_clip, V, c, dt)  # rounds H_clip to dt itself
         H_clip = None
     else:
         clip = 0  # also "auto" on an H of rank <= AUTO_CLIP: the plain steps
