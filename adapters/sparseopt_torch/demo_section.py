@@ -7,7 +7,7 @@ it out.
 Modest settings, for a demo of about 5 minutes on 2 cores (on 2026-11-27, with the clipped
 prox default, 3 min 9 s without and 4 min 54-56 s with the paper schedule's row on one
 machine; 5 min 7 s on a slower one after the prox kernel's dense-regime changes, 4 min 55 s
-to 5 min 3 s on a third, 5 min 7 s and 5 min 39 s there later as the machine slowed down,
+to 5 min 3 s on a third, 5 min 7 s, 5 min 39 s and 5 min 18 s there later as it slowed down,
 docs/benchmarks.md): 128 calibration and
 256 held-out sentences of at most 64 tokens, 100 masked gradient steps, prox with its
 default ("fast") schedule and with Alg. 2 as published (``prox-paper``: beta = 1.01, issue
