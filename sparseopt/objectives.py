@@ -477,14 +477,7 @@ class LayerLoss(Objective):
         W = self._check_w(W, "W")
         xp = self._xp
         if out is not None:
-            if not self._numpy or W.dtype != self.dtype:
-                raise ValueError("out needs a NumPy objective and W of its dtype "
-                                 f"{self.dtype}, got W of dtype {W.dtype}")
-            check_out(out, W)
-            if self._work is None:
-                self._work = np.empty(self.shape, dtype=self.dtype)
-            D = self._work
-            np.subtract(W, self.W_star, out=D)
+            D = self._difference_into_work(W, out)
             np.matmul(D, self.H, out=out)
             return _loss_and_gradient(out, D, out), out
         D = W - self.W_star
@@ -495,6 +488,19 @@ class LayerLoss(Objective):
         else:
             val, grad = _loss_and_gradient_xp(DH, D, xp)
         return val, xp.astype(grad, self.dtype, copy=False)
+
+    def _difference_into_work(self, W, out):
+        """D = W - W* in the objective's work array (allocated at the first call), after the
+        checks of ``value_and_grad(out=)``: a NumPy objective, W (checked) of its dtype, and
+        ``out`` a writeable C-contiguous array shaped like W. Also the start of the clipped
+        loss's fused path (``sparseopt.layer.prox._ClippedLayerLoss``)."""
+        if not self._numpy or W.dtype != self.dtype:
+            raise ValueError("out needs a NumPy objective and W of its dtype "
+                             f"{self.dtype}, got W of dtype {W.dtype}")
+        check_out(out, W)
+        if self._work is None:
+            self._work = np.empty(self.shape, dtype=self.dtype)
+        return np.subtract(W, self.W_star, out=self._work)
 
     def masked_grad(self, W, mask):
         """M * 2 (W - W*) H: the masked gradient of prox24-kubler eq. 5 (zero off the mask)."""

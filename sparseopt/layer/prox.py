@@ -9,7 +9,7 @@ from ..backend import device, namespace, zero
 from ..linalg import frob_inner, symmetrize_in_place, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
-from ..validation import check_int, check_out, check_real
+from ..validation import check_int, check_real
 from .loss import gamma_max
 from .registry import register
 from .result import PruneResult
@@ -215,16 +215,9 @@ class _ClippedLayerLoss:
             D = f._work if out is not None else W - f.W_star
             DV = D @ self._Vs
             return val + frob_inner(DV, DV), g  # float64 sum of squares, no float64 copy
-        W = f._check_w(W, "W")
-        if W.dtype != self.dtype:
-            raise ValueError(f"out needs W of the objective's dtype {self.dtype}, got W of "
-                             f"dtype {W.dtype}")
-        check_out(out, W)
+        D = f._difference_into_work(f._check_w(W, "W"), out)
         if self._wide is None:
             self._wide = np.empty((self.shape[0], self._H_ext.shape[1]), dtype=self.dtype)
-        if f._work is None:
-            f._work = np.empty(self.shape, dtype=self.dtype)
-        D = np.subtract(W, f.W_star, out=f._work)
         np.matmul(D, self._H_ext, out=self._wide)
         return self._fused_pass(self._wide, D, out), out
 
