@@ -11,6 +11,8 @@ result; tensors on an accelerator use ``torch.linalg`` on their device.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import scipy.linalg
 from numba import njit, prange
@@ -20,7 +22,7 @@ from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, regis
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
            "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
            "cholesky_ok", "sum_in_order", "is_symmetric", "symmetrize_in_place", "DENSE_EIG_MAX",
-           "FULL_EIG_SHARE"]
+           "FULL_EIG_SHARE", "ONE_THREAD_LAPACK_MAX", "small_lapack"]
 
 #: Above this size the eigenvalue functions run Lanczos (eigsh) instead of a dense LAPACK
 #: solve, where a full tridiagonalisation would dominate the cost.
@@ -29,6 +31,31 @@ DENSE_EIG_MAX = 1024
 #: largest ``k`` when ``FULL_EIG_SHARE * k >= d``: from about d / 6 pairs on that is faster
 #: than the subset solve (``evr``) at d = 128-1024 (2 cores, 2026-11-27).
 FULL_EIG_SHARE = 6
+#: Dense LAPACK solves (eigenvalues, Cholesky factors) of matrices up to this size run on one
+#: BLAS thread (:func:`small_lapack`): below it a second thread costs more in start-up and
+#: synchronisation than it gains (2 cores, OpenBLAS, 2026-11-27: at d = 384 the full
+#: ``evd`` 15.4 -> 10.9 ms, lambda_max 7.4 -> 3.5 ms, the Cholesky test 2.2 -> 0.9 ms; at
+#: d = 768 even, at 1024 and above slower).
+ONE_THREAD_LAPACK_MAX = 512
+
+_BLAS_CONTROLLER = None
+
+
+def small_lapack(d: int):
+    """Context for a dense LAPACK solve of a d x d matrix: BLAS limited to one thread when
+    ``d <= ONE_THREAD_LAPACK_MAX`` (threadpoolctl), nothing otherwise.
+
+    Besides the speed, such a solve gives the same bits on any number of cores. The limit is
+    process-wide while it lasts (milliseconds): BLAS calls of other Python threads in that
+    window run on one thread too (slower, not different)."""
+    global _BLAS_CONTROLLER
+    if d > ONE_THREAD_LAPACK_MAX:
+        return contextlib.nullcontext()
+    if _BLAS_CONTROLLER is None:  # inspecting the loaded libraries costs ~0.3 ms: once
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
 def lambda_max(H) -> float:
@@ -86,11 +113,14 @@ def _largest_eigen(H, k: int, *, vectors: bool):
     H64 = np.asarray(as_numpy(H), dtype=np.float64)
     if vectors and FULL_EIG_SHARE * k >= d and d <= DENSE_EIG_MAX:
         # many pairs: the divide-and-conquer solve of all of them is the faster LAPACK
-        # route (d = 384, k = 97: 16 ms against 21 ms for the subset)
-        w, V = scipy.linalg.eigh(H64, driver="evd")
+        # route (d = 384, k = 97, one BLAS thread: 11 ms against 16 ms for the subset)
+        with small_lapack(d):
+            w, V = scipy.linalg.eigh(H64, driver="evd")
         return w[d - k:], V[:, d - k:]
     if d <= DENSE_EIG_MAX or k >= d - 1:
-        out = scipy.linalg.eigh(H64, eigvals_only=not vectors, subset_by_index=[d - k, d - 1])
+        with small_lapack(d):
+            out = scipy.linalg.eigh(H64, eigvals_only=not vectors,
+                                    subset_by_index=[d - k, d - 1])
         return (out, None) if not vectors else out
     from scipy.sparse.linalg import eigsh  # only for large matrices
 
@@ -116,7 +146,8 @@ def spectral_norm(A) -> float:
         return float(max(abs(float(ev[0])), abs(float(ev[-1]))))
     A64 = np.asarray(as_numpy(A)).astype(np.float64, copy=False)
     if d <= DENSE_EIG_MAX:
-        ev = scipy.linalg.eigvalsh(A64)
+        with small_lapack(d):
+            ev = scipy.linalg.eigvalsh(A64)
         return float(max(abs(ev[0]), abs(ev[-1])))
     from scipy.sparse.linalg import eigsh  # only for large matrices
 
@@ -137,7 +168,8 @@ def gram_lambda_max(X) -> float:
     X64 = np.asarray(X).astype(np.float64, copy=False)
     if min(n, p) <= DENSE_EIG_MAX:
         G = X64 @ X64.T if n < p else X64.T @ X64
-        return float(scipy.linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0])
+        with small_lapack(G.shape[0]):
+            return float(scipy.linalg.eigvalsh(G, subset_by_index=[G.shape[0] - 1] * 2)[0])
     from scipy.sparse.linalg import LinearOperator, eigsh  # only for large matrices
 
     d = min(n, p)
@@ -155,7 +187,8 @@ def cholesky_pd(H):
     matrix can factor with round-off sized pivots and would give a meaningless Newton step)."""
     H = np.asarray(H, dtype=np.float64)
     try:
-        cf = scipy.linalg.cho_factor(H, lower=True, check_finite=False)
+        with small_lapack(H.shape[0]):
+            cf = scipy.linalg.cho_factor(H, lower=True, check_finite=False)
     except np.linalg.LinAlgError:
         return None
     piv = np.abs(np.diag(cf[0]))
@@ -359,13 +392,15 @@ def _inverse_hessian_factor_numpy(H, percdamp, dtype):
     H[np.diag_indices(d)] = diag + damp
     Hr = np.ascontiguousarray(H[::-1, ::-1], dtype=numpy_dtype(dtype))
     potrf, trtri = scipy.linalg.get_lapack_funcs(("potrf", "trtri"), (Hr,))
-    L, info = potrf(Hr, lower=1, clean=1, overwrite_a=1)
+    with small_lapack(d):
+        L, info = potrf(Hr, lower=1, clean=1, overwrite_a=1)
     if info != 0:
         raise ValueError(
             f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {info}); "
             f"H is not positive semidefinite, or increase percdamp (now {percdamp})"
         )
-    Linv, info = trtri(L, lower=1, overwrite_c=1)
+    with small_lapack(d):
+        Linv, info = trtri(L, lower=1, overwrite_c=1)
     if info != 0:
         raise ValueError(f"inverting the Cholesky factor of H failed (LAPACK info {info})")
     return np.ascontiguousarray(Linv[::-1, ::-1]), dead, damp
@@ -381,5 +416,6 @@ def cholesky_ok(H, shift: float) -> bool:
     # 6912 x 6912 LLM Hessian must not hold four d x d arrays at once.
     A = np.array(H, dtype=np.float64, order="F", copy=True)
     A[np.diag_indices_from(A)] += shift
-    _, info = lapack.dpotrf(A, lower=True, overwrite_a=True, clean=False)
+    with small_lapack(A.shape[0]):
+        _, info = lapack.dpotrf(A, lower=True, overwrite_a=True, clean=False)
     return info == 0

@@ -14,7 +14,7 @@ __all__ = ["one_thread"]
 
 @contextlib.contextmanager
 def one_thread():
-    """Run the block with Numba (and, if threadpoolctl is installed, BLAS) single-threaded.
+    """Run the block with Numba and BLAS (threadpoolctl) single-threaded.
 
     Results do not change (up to BLAS summation order); the previous limits are restored on
     exit, also when the block raises.
@@ -30,13 +30,9 @@ def one_thread():
     True
     """
     import numba
+    from threadpoolctl import threadpool_limits
 
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional (comes with scikit-learn): only speed is affected
-        blas = contextlib.nullcontext()
-    else:
-        blas = threadpool_limits(limits=1)
+    blas = threadpool_limits(limits=1)
     before = numba.get_num_threads()
     numba.set_num_threads(1)
     try:

@@ -51,3 +51,58 @@ def test_import_sets_the_openmp_spin_count_unless_the_user_chose(user_env, expec
 
 def test_import_after_numpy_leaves_the_spin_count_alone():
     assert _spincount_after("import numpy\nimport sparseopt", {}) == "None"
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+def test_small_lapack_runs_one_blas_thread_up_to_its_size_and_restores():
+    from threadpoolctl import threadpool_limits
+
+    from sparseopt.linalg import ONE_THREAD_LAPACK_MAX, small_lapack
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        outer = _blas_threads()  # some builds stay at 1; NumPy's OpenBLAS takes 2
+        with small_lapack(ONE_THREAD_LAPACK_MAX):
+            inside = _blas_threads()
+        with small_lapack(ONE_THREAD_LAPACK_MAX + 1):
+            above = _blas_threads()
+        after = _blas_threads()
+        with pytest.raises(RuntimeError), small_lapack(8):  # restored when the block raises
+            raise RuntimeError
+        after_raise = _blas_threads()
+    assert 2 in outer.values()
+    assert inside == dict.fromkeys(outer, 1)
+    assert above == after == after_raise == outer
+
+
+def test_small_dense_solves_give_the_same_bits_on_any_number_of_blas_threads():
+    """The dense eigenvalue and Cholesky solves up to ONE_THREAD_LAPACK_MAX run on one BLAS
+    thread (sparseopt.linalg.small_lapack), so the caller's thread count does not reach
+    them. At d = 384 OpenBLAS's two-thread eigh and potrf/trtri round differently from its
+    one-thread ones: without the limit this test fails."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from sparseopt.linalg import (inverse_hessian_factor, lambda_max, spectral_norm,
+                                  top_eigenpairs)
+    from sparseopt.problems import correlated_hessian
+
+    d = 384
+    H = correlated_hessian(d, seed=3)
+
+    def solves():
+        w, V = top_eigenpairs(H, d // 4 + 1)  # the evd route of the clipped prox
+        w2, V2 = top_eigenpairs(H, 3)  # the subset route
+        return [w, V, w2, V2, np.float64(lambda_max(H)), np.float64(spectral_norm(H)),
+                inverse_hessian_factor(H)[0]]
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = solves()
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = solves()
+    for a, b in zip(one, two):
+        assert a.tobytes() == b.tobytes()

@@ -14,10 +14,8 @@ import numbers
 import numpy as np
 from scipy.optimize import minimize
 
-try:  # L-BFGS-B calls BLAS on tiny vectors; threaded BLAS only adds contention there
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - optional, affects speed only
-    threadpool_limits = None
+# L-BFGS-B calls BLAS on tiny vectors; threaded BLAS only adds contention there
+from threadpoolctl import threadpool_limits
 
 from ..patterns import NM, check_finite
 from ..validation import check_nm
@@ -134,11 +132,8 @@ def prox_bruteforce(y, lam, pattern=NM(2, 4), *, starts=20, seed=0):
         np.isin(np.arange(m), s) for r in range(1, m + 1) for s in itertools.combinations(range(m), r)
     ]
     out = np.empty_like(groups)
-    if threadpool_limits is None:
+    with threadpool_limits(limits=1):
         _search_groups(groups, lam, k, starts, rng, supports, out)
-    else:
-        with threadpool_limits(limits=1):
-            _search_groups(groups, lam, k, starts, rng, supports, out)
     return out.reshape(y.shape).astype(y.dtype)
 
 
