@@ -7,8 +7,9 @@ Usage::
     python benchmarks/prox_passes.py --sizes 384x384 --repeat 50
 
 One iteration of ``sparseopt.solvers.proximal_gradient`` on ``LayerLoss`` without its
-product and its prox: the loss with the gradient 2 D H, the gradient step ``y - step g``
-and the FISTA extrapolation with its restart sum. "plain" are the NumPy expressions (the
+product and its prox: the loss with the gradient step ``y - step 2 D H`` (one pass since
+2026-11-27, ``objectives._loss_and_step``) and the FISTA extrapolation with its restart
+sum. "plain" are the NumPy expressions (the
 kernels' twins, what tensors run), "fused" the Numba passes NumPy arrays take; both give
 the same iterates bit for bit (checked here once). Printed: best of ``--repeat``
 interleaved rounds, and the ratio plain / fused (above 1: the kernels help).
@@ -22,8 +23,8 @@ import sparseopt  # noqa: F401  (before NumPy: OPENBLAS_THREAD_TIMEOUT)
 import numpy as np
 
 from _timing import best_times, parse_size  # noqa: E402
-from sparseopt.objectives import _loss_and_gradient, _loss_and_gradient_xp
-from sparseopt.solvers.proxgrad import _extrapolate, _extrapolate_xp, _gradient_step
+from sparseopt.objectives import _loss_and_gradient_xp, _loss_and_step
+from sparseopt.solvers.proxgrad import _extrapolate, _extrapolate_xp
 
 
 def passes(d_out, d_in, seed=0):
@@ -41,10 +42,9 @@ def passes(d_out, d_in, seed=0):
         return z, _extrapolate_xp(y, x_new, x, coef, np)[0]
 
     def fused():
-        work = DH.copy()  # the kernel doubles D H in place; the copy is timed as a pass
-        _loss_and_gradient(work, D)
-        z = _gradient_step(y, work, step)
-        return z, _extrapolate(y, x_new, x, coef, np)[0]
+        work = DH.copy()  # the kernel writes the step over D H; the copy is timed as a pass
+        _loss_and_step(work, D, y, step, work)
+        return work, _extrapolate(y, x_new, x, coef, np)[0]
 
     assert all(np.array_equal(a, b) for a, b in zip(plain(), fused()))
     return plain, fused

@@ -107,11 +107,26 @@ def _symmetry_maxima_xp(H):
     return largest, asym
 
 
-@njit(cache=True, fastmath={"reassoc"}, parallel=True)
 def _loss_and_gradient(DX, D, G):
     """The value and gradient of :class:`LayerLoss` in one pass over D = W - W* and
     DX = D H (NumPy; twin :func:`_loss_and_gradient_xp`): G <- 2 DX and
     sum_ij float64(DX_ij) D_ij. G may be DX itself (the doubling in place).
+    (:func:`_fused_loss_pass` without the step.)"""
+    return _fused_loss_pass(DX, D, G, DX, DX.dtype.type(0), False)
+
+
+def _loss_and_step(DX, D, Y, step, G):
+    """:func:`_loss_and_gradient` with the gradient step of proximal gradient in the same
+    pass: G <- Y - step 2 DX (``step`` a Python float, rounded to the dtype first), rounded
+    as NumPy rounds ``Y - step * (2 DX)``, i.e. the bits of ``_loss_and_gradient`` followed
+    by ``proxgrad._gradient_step``. G may be DX (not Y)."""
+    return _fused_loss_pass(DX, D, G, Y, DX.dtype.type(step), True)
+
+
+@njit(cache=True, fastmath={"reassoc"}, parallel=True)
+def _fused_loss_pass(DX, D, G, Y, step, descend):
+    """The pass of :func:`_loss_and_gradient` (``descend`` False: G <- 2 DX) and
+    :func:`_loss_and_step` (True: G <- Y - step 2 DX, ``step`` of the arrays' dtype).
 
     DX may have k more columns than D, DX = D [H | B]: their squares are added to the
     value and G gets the first d_in columns only. That is the clipped loss of prox
@@ -120,14 +135,16 @@ def _loss_and_gradient(DX, D, G):
     order the compiler may vectorise (``reassoc`` is what lets it), then the row sums one
     after the other, so the value matches NumPy's pairwise sum to rounding (~1e-15
     relative), not bitwise, and does not depend on the number of threads the rows are
-    split over. Doubling is exact: the gradient is bitwise 2 DX."""
+    split over. Doubling is exact: the gradient is bitwise 2 DX, and step (2 DX) rounds like
+    (2 step) DX, which is all that ``reassoc`` may make of it (no ``contract``: no FMA)."""
     d = D.shape[1]
     rows = np.empty(D.shape[0])
     for i in prange(D.shape[0]):
         row = 0.0
         for j in range(d):
             row += np.float64(DX[i, j]) * np.float64(D[i, j])
-            G[i, j] = DX[i, j] + DX[i, j]
+            g = DX[i, j] + DX[i, j]
+            G[i, j] = Y[i, j] - step * g if descend else g
         for j in range(d, DX.shape[1]):
             row += np.float64(DX[i, j]) * np.float64(DX[i, j])
         rows[i] = row
@@ -488,6 +505,16 @@ class LayerLoss(Objective):
         else:
             val, grad = _loss_and_gradient_xp(DH, D, xp)
         return val, xp.astype(grad, self.dtype, copy=False)
+
+    def value_and_step(self, W, step, *, out):
+        """(f(W), W - step grad f(W)) from one product, the step in the pass of the value
+        (:func:`_loss_and_step`): the bits of ``value_and_grad(W, out=out)`` followed by
+        the gradient step of :func:`sparseopt.solvers.proximal_gradient`, one pass over W
+        fewer. NumPy objectives and ``out`` only (as for ``value_and_grad(out=)``)."""
+        W = self._check_w(W, "W")
+        D = self._difference_into_work(W, out)
+        np.matmul(D, self.H, out=out)
+        return _loss_and_step(out, D, W, step, out), out
 
     def _difference_into_work(self, W, out):
         """D = W - W* in the objective's work array (allocated at the first call), after the

@@ -368,3 +368,53 @@ def test_sum_in_order_adds_left_to_right():
             total += float(v)
         assert np.float64(sum_in_order(a)).tobytes() == np.float64(total).tobytes()
     assert sum_in_order(cases[0]) == 0.0  # pairwise or 4-lane partial sums give 2.0 per block
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("extra", [0, 3])
+@pytest.mark.parametrize("step", [0.1, 1 / 3, 0.0, 2.0**-140])
+def test_loss_and_step_is_the_loss_pass_and_the_gradient_step(dtype, extra, step):
+    """objectives._loss_and_step (the value of LayerLoss and the gradient step of the loop in
+    one pass, issue 12) against the two passes it replaces: the value of _loss_and_gradient
+    bit for bit (the same summation), the step bitwise as NumPy rounds y - step * (2 DX)
+    (zeros, signed zeros, ties, both signs; step 2^-140 rounds into subnormals)."""
+    from sparseopt.objectives import _loss_and_gradient, _loss_and_step
+
+    rng = np.random.default_rng(31)
+    D, Y = _awkward(rng, (11, 16), dtype), _awkward(rng, (11, 16), dtype)
+    DX = _awkward(rng, (11, 16 + extra), dtype)  # extra columns: the clipped loss
+    G = DX.copy()
+    value = _loss_and_gradient(G, D, G)
+    Z = DX.copy()
+    value_step = _loss_and_step(Z, D, Y, step, Z)
+    assert np.float64(value_step).tobytes() == np.float64(value).tobytes()
+    expected = Y - dtype(step) * (2 * DX[:, :16])
+    assert _bits(Z[:, :16]) == _bits(expected)
+    out = np.empty_like(Y)  # into a separate array as well
+    assert _loss_and_step(DX.copy(), D, Y, step, out) == value
+    assert _bits(out) == _bits(expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_value_and_step_of_the_layer_losses(dtype):
+    """LayerLoss.value_and_step and the clipped loss's against value_and_grad(out=) followed
+    by the gradient step: the same value and bits; ``out`` must be a NumPy array."""
+    from sparseopt.layer.prox import _ClippedLayerLoss, clip_hessian
+    from sparseopt.solvers.proxgrad import _gradient_step
+
+    rng = np.random.default_rng(32)
+    X = rng.standard_normal((32, 128))
+    H = X @ X.T / 128
+    W_star = rng.standard_normal((6, 32)).astype(dtype)
+    W = _awkward(rng, (6, 32), dtype)
+    H_clip, V, c, _, _ = clip_hessian(H, 5)
+    for f in (LayerLoss(W_star, H.astype(dtype), check_psd=False),
+              _ClippedLayerLoss(W_star, H_clip, V, c, dtype)):
+        g = np.empty_like(W)
+        value, g = f.value_and_grad(W, out=g)
+        expected = _gradient_step(W, g, 0.37)
+        z = np.empty_like(W)
+        value_step, z2 = f.value_and_step(W, 0.37, out=z)
+        assert z2 is z and value_step == value and _bits(z) == _bits(expected)
+        with pytest.raises(ValueError, match="out"):
+            f.value_and_step(W, 0.37, out=np.empty((6, 31), dtype=dtype))

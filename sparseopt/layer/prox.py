@@ -189,9 +189,9 @@ class _ClippedLayerLoss:
     """
 
     def __init__(self, W_star, H_clip, V, c, dtype):
-        from ..objectives import LayerLoss, _loss_and_gradient
+        from ..objectives import LayerLoss, _loss_and_gradient, _loss_and_step
 
-        self._fused_pass = _loss_and_gradient
+        self._fused_pass, self._fused_step = _loss_and_gradient, _loss_and_step
         xp = namespace(W_star, H_clip)
         Vs = V * xp.sqrt(c)[None, :]  # sum_i c_i ||D v_i||^2 = ||D V diag(c)^{1/2}||_F^2
         if isinstance(W_star, np.ndarray):
@@ -215,11 +215,25 @@ class _ClippedLayerLoss:
             D = f._work if out is not None else W - f.W_star
             DV = D @ self._Vs
             return val + frob_inner(DV, DV), g  # float64 sum of squares, no float64 copy
+        return self._fused_pass(self._wide_product(W, out), f._work, out), out
+
+    def value_and_step(self, W, step, *, out):
+        """(L(W), W - step 2 (W - W*) H_clip) from the one product of ``value_and_grad(out=)``
+        and one pass (``LayerLoss.value_and_step``): NumPy and ``out`` only."""
+        if self._H_ext is None:
+            raise ValueError("value_and_step needs NumPy arrays (the tensor path has no "
+                             "fused pass)")
+        W = self._f._check_w(W, "W")
+        return self._fused_step(self._wide_product(W, out), self._f._work, W, step, out), out
+
+    def _wide_product(self, W, out):
+        """D [H_clip | V diag(c)^{1/2}] into the work array (D = W - W* into the LayerLoss's
+        own, after its checks of ``out``)."""
+        f = self._f
         D = f._difference_into_work(f._check_w(W, "W"), out)
         if self._wide is None:
             self._wide = np.empty((self.shape[0], self._H_ext.shape[1]), dtype=self.dtype)
-        np.matmul(D, self._H_ext, out=self._wide)
-        return self._fused_pass(self._wide, D, out), out
+        return np.matmul(D, self._H_ext, out=self._wide)
 
 
 #: Names of the regularizers of ``prune(..., method="prox", regularizer=NAME)``: r_{N:M}

@@ -296,10 +296,15 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     buffers = (_Buffers(x) if _fused(x) and getattr(objective, "grad_out", False)
                and x.dtype == objective.dtype and isinstance(regularizer, Regularizer)
                else None)
+    # an objective that takes the gradient step in the pass of its value saves a pass
+    stepper = buffers is not None and hasattr(objective, "value_and_step")
     while not stop and k < max_iter:
         if buffers is None:
             f_y, g = objective.value_and_grad(y)
             x_new = regularizer.prox(_gradient_step(y, g, step), lam)
+        elif stepper:
+            f_y, z = objective.value_and_step(y, step, out=buffers.take())
+            x_new = regularizer.prox(z, lam, out=z)
         else:
             f_y, g = objective.value_and_grad(y, out=buffers.take())
             x_new = regularizer.prox(_gradient_step(y, g, step, out=g), lam, out=g)
