@@ -100,8 +100,9 @@ def _largest_eigen(H, k: int, *, vectors: bool):
     or None): the one dispatch of :func:`lambda_max` and :func:`top_eigenpairs`. NumPy
     arrays and CPU tensors: LAPACK's subset ``eigh`` up to d = :data:`DENSE_EIG_MAX` (or
     k >= d - 1; eigenpairs from d / :data:`FULL_EIG_SHARE` on: the full ``evd`` solve, the
-    top k kept; on one BLAS thread up to :data:`ONE_THREAD_LAPACK_MAX`), Lanczos (``eigsh``, tol 1e-10, start ones / sqrt(d)) beyond, as NumPy
-    arrays; tensors on an accelerator: the library's ``eigvalsh`` / ``eigh`` in float64."""
+    top k kept; on one BLAS thread up to :data:`ONE_THREAD_LAPACK_MAX`), Lanczos (``eigsh``,
+    tol 1e-10, start ones / sqrt(d)) beyond, as NumPy arrays; tensors on an accelerator:
+    the library's ``eigvalsh`` / ``eigh`` in float64."""
     d = H.shape[0]
     if not numpy_path(H):
         xp = namespace(H)

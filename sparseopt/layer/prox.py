@@ -215,6 +215,7 @@ class _ClippedLayerLoss:
             D = f._work if out is not None else W - f.W_star
             DV = D @ self._Vs
             return val + frob_inner(DV, DV), g  # float64 sum of squares, no float64 copy
+        W = f._check_w(W, "W")
         return self._fused_pass(self._wide_product(W, out), f._work, out), out
 
     def value_and_step(self, W, step, *, out):
@@ -227,10 +228,10 @@ class _ClippedLayerLoss:
         return self._fused_step(self._wide_product(W, out), self._f._work, W, step, out), out
 
     def _wide_product(self, W, out):
-        """D [H_clip | V diag(c)^{1/2}] into the work array (D = W - W* into the LayerLoss's
-        own, after its checks of ``out``)."""
+        """D [H_clip | V diag(c)^{1/2}] into the work array, for a checked W (D = W - W* into
+        the LayerLoss's own, after its checks of ``out``)."""
         f = self._f
-        D = f._difference_into_work(f._check_w(W, "W"), out)
+        D = f._difference_into_work(W, out)
         if self._wide is None:
             self._wide = np.empty((self.shape[0], self._H_ext.shape[1]), dtype=self.dtype)
         return np.matmul(D, self._H_ext, out=self._wide)
