@@ -12,6 +12,7 @@ result; tensors on an accelerator use ``torch.linalg`` on their device.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 import scipy.linalg
@@ -38,7 +39,11 @@ FULL_EIG_SHARE = 6
 #: d = 768 even, at 1024 and above slower).
 ONE_THREAD_LAPACK_MAX = 512
 
-_BLAS_CONTROLLER = None
+# The one-thread limit is process-wide: the first of the threads inside small_lapack sets it
+# and the last one out restores the counts found before (each thread restoring what it found
+# on entry would leave BLAS on one thread after interleaved calls).
+_BLAS_LOCK = threading.Lock()
+_BLAS_STATE = {"controller": None, "limiter": None, "inside": 0}
 
 
 def small_lapack(d: int):
@@ -47,15 +52,34 @@ def small_lapack(d: int):
 
     Besides the speed, such a solve gives the same bits on any number of cores. The limit is
     process-wide while it lasts (milliseconds): BLAS calls of other Python threads in that
-    window run on one thread too (slower, not different)."""
-    global _BLAS_CONTROLLER
+    window run on one thread too (slower, not different). Calls from several threads may
+    overlap; the thread counts are restored when the last of them ends. (OpenBLAS 0.3.31
+    does not always take a limit set from a thread other than the main one after the main
+    thread set its count: there the solve runs as before, on BLAS's threads.)"""
     if d > ONE_THREAD_LAPACK_MAX:
         return contextlib.nullcontext()
-    if _BLAS_CONTROLLER is None:  # inspecting the loaded libraries costs ~0.3 ms: once
-        from threadpoolctl import ThreadpoolController
+    return _one_blas_thread()
 
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    state = _BLAS_STATE
+    with _BLAS_LOCK:
+        if state["inside"] == 0:
+            if state["controller"] is None:  # inspecting the libraries costs ~0.3 ms: once
+                from threadpoolctl import ThreadpoolController
+
+                state["controller"] = ThreadpoolController()
+            state["limiter"] = state["controller"].limit(limits=1, user_api="blas")
+        state["inside"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            state["inside"] -= 1
+            if state["inside"] == 0:
+                state["limiter"].restore_original_limits()
+                state["limiter"] = None
 
 
 def lambda_max(H) -> float:

@@ -106,3 +106,28 @@ def test_small_dense_solves_give_the_same_bits_on_any_number_of_blas_threads():
         two = solves()
     for a, b in zip(one, two):
         assert a.tobytes() == b.tobytes()
+
+
+def test_small_lapack_restores_the_threads_after_overlapping_calls():
+    """Two small_lapack blocks that overlap and end in the order they began, as calls from
+    two threads can (entered and left by hand here, in one thread: OpenBLAS does not always
+    show a limit set from a worker thread). BLAS stays on one thread until the last block
+    ends, then gets back the counts found before. A limit that each block restores to what
+    it found on entry fails both checks: the first exit would restore 2 too early and the
+    second would restore the 1 it found."""
+    from threadpoolctl import threadpool_limits
+
+    from sparseopt.linalg import small_lapack
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        outer = _blas_threads()
+        first, second = small_lapack(8), small_lapack(8)
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        between = _blas_threads()
+        second.__exit__(None, None, None)
+        after = _blas_threads()
+    assert 2 in outer.values()
+    assert between == dict.fromkeys(outer, 1)
+    assert after == outer
