@@ -56,7 +56,9 @@ def small_lapack(d: int):
     overlap; the thread counts are restored when the last of them ends. (OpenBLAS 0.3.31
     does not always take a limit set from a thread other than the main one after the main
     thread set its count: there the solve runs as before, on BLAS's threads.)"""
-    if d > ONE_THREAD_LAPACK_MAX:
+    from .validation import check_int
+
+    if check_int(d, "d", minimum=0) > ONE_THREAD_LAPACK_MAX:
         return contextlib.nullcontext()
     return _one_blas_thread()
 

@@ -33,7 +33,7 @@ from numba import njit, prange
 from .backend import device, is_numpy, namespace, numpy_dtype, row_blocks, zero
 from .linalg import (_symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order,
                      symmetrize_in_place)
-from .validation import FLOAT_DTYPES, check_finite, check_out
+from .validation import FLOAT_DTYPES, check_finite, check_out, check_real
 from .validation import check_psd as _check_psd
 
 __all__ = ["Objective", "Quadratic", "LeastSquares", "LayerLoss", "Logistic", "Smooth"]
@@ -494,8 +494,7 @@ class LayerLoss(Objective):
         W = self._check_w(W, "W")
         xp = self._xp
         if out is not None:
-            D = self._difference_into_work(W, out)
-            np.matmul(D, self.H, out=out)
+            D = self._product_into(W, out)
             return _loss_and_gradient(out, D, out), out
         D = W - self.W_star
         DH = self._times_H(D)
@@ -510,11 +509,18 @@ class LayerLoss(Objective):
         """(f(W), W - step grad f(W)) from one product, the step in the pass of the value
         (:func:`_loss_and_step`): the bits of ``value_and_grad(W, out=out)`` followed by
         the gradient step of :func:`sparseopt.solvers.proximal_gradient`, one pass over W
-        fewer. NumPy objectives and ``out`` only (as for ``value_and_grad(out=)``)."""
+        fewer. NumPy objectives and ``out`` only (as for ``value_and_grad(out=)``); ``step``
+        a finite number >= 0."""
+        step = check_real(step, "step")
         W = self._check_w(W, "W")
+        D = self._product_into(W, out)
+        return _loss_and_step(out, D, W, step, out), out
+
+    def _product_into(self, W, out):
+        """D H into ``out`` for a checked W; returns D = W - W* (the work array)."""
         D = self._difference_into_work(W, out)
         np.matmul(D, self.H, out=out)
-        return _loss_and_step(out, D, W, step, out), out
+        return D
 
     def _difference_into_work(self, W, out):
         """D = W - W* in the objective's work array (allocated at the first call), after the

@@ -418,3 +418,6 @@ def test_value_and_step_of_the_layer_losses(dtype):
         assert z2 is z and value_step == value and _bits(z) == _bits(expected)
         with pytest.raises(ValueError, match="out"):
             f.value_and_step(W, 0.37, out=np.empty((6, 31), dtype=dtype))
+        for bad in (float("nan"), -0.1, float("inf")):
+            with pytest.raises(ValueError, match="step"):
+                f.value_and_step(W, bad, out=z)

@@ -77,6 +77,9 @@ def test_small_lapack_runs_one_blas_thread_up_to_its_size_and_restores():
     assert 2 in outer.values()
     assert inside == dict.fromkeys(outer, 1)
     assert above == after == after_raise == outer
+    for bad in (-1, 2.5, "8", True):
+        with pytest.raises(ValueError, match="d must be"):
+            small_lapack(bad)
 
 
 def test_small_dense_solves_give_the_same_bits_on_any_number_of_blas_threads():

@@ -224,6 +224,7 @@ class _ClippedLayerLoss:
         if self._H_ext is None:
             raise ValueError("value_and_step needs NumPy arrays (the tensor path has no "
                              "fused pass)")
+        step = check_real(step, "step")
         W = self._f._check_w(W, "W")
         return self._fused_step(self._wide_product(W, out), self._f._work, W, step, out), out
 
