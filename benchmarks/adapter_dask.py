@@ -114,7 +114,8 @@ def main(argv=None):
     st = load_minilm("cpu")
     body = st[0].auto_model
     sentences, _ = calibration_eval_split(n_calib, 0, seed=0)
-    batches = token_batches(st.tokenizer, sentences, batch_size=16, max_length=64)
+    batches = token_batches(st.tokenizer, sentences, batch_size=16, max_length=64,
+                            by_length=True)
     hess = collect_hessians(body, batches, progress=False)
     layers = dict(list(find_layers(body).items())[:n_layers])
     options = dict(DEMO_OPTIONS.get("prox", {}))

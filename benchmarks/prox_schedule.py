@@ -64,7 +64,7 @@ def minilm_layers(select, model=None):
 
     body, tokenizer = minilm_bert(model)
     calib, _ = calibration_eval_split(128, 256, seed=0)
-    batches = token_batches(tokenizer, calib, batch_size=16, max_length=64)
+    batches = token_batches(tokenizer, calib, batch_size=16, max_length=64, by_length=True)
     modules = dict(body.named_modules())
     names = [n for n, m in modules.items() if type(m).__name__ == "Linear" and "pooler" not in n
              and (select is None or any(s in n for s in select))]

@@ -6,7 +6,7 @@ layer's tensors where they are), contributes the torch kernels for tensors on a 
 transformers are imported only in this package. See docs/adapter.md.
 """
 
-from .data import (calibration_eval_split, docstring_sentences, read_documents,
+from .data import (calibration_eval_split, docstring_sentences, length_order, read_documents,
                    sample_sequences, sequence_batches, split_documents, token_batches,
                    token_stream)
 from .evaluate import embed, fidelity, kl_to_dense, load_minilm, perplexity
@@ -21,7 +21,8 @@ __all__ = ["find_layers", "get_weight", "set_weight", "collect_hessians", "Hessi
 
 __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
             "to_semi_structured", "export_checkpoint"]
-__all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "load_minilm",
+__all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "length_order",
+            "load_minilm",
             "embed", "fidelity", "read_documents", "split_documents", "token_stream",
             "sample_sequences", "sequence_batches", "perplexity", "kl_to_dense"]
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]

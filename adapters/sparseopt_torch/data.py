@@ -32,7 +32,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import torch
 
-__all__ = ["docstring_sentences", "calibration_eval_split", "token_batches",
+__all__ = ["docstring_sentences", "calibration_eval_split", "token_batches", "length_order",
            "read_documents", "split_documents", "token_stream", "sample_sequences",
            "sequence_batches"]
 
@@ -320,8 +320,31 @@ def calibration_eval_split(n_calib, n_eval, *, seed=0, packages=("numpy", "scipy
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128) -> list:
-    """Padded token batches of ``sentences`` for a transformers model, in the given order.
+def _check_sentences(sentences):
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise ValueError(f"sentences must be a sequence of str, got {type(sentences).__name__}")
+    if len(sentences) == 0:
+        raise ValueError("sentences is empty")
+    if not all(isinstance(s, str) for s in sentences):
+        raise ValueError("sentences must contain only str")
+
+
+def length_order(tokenizer, sentences, *, max_length=128, longest_first=False) -> list:
+    """The indices of ``sentences`` sorted by their token count (after truncation at
+    ``max_length``), shortest first (``longest_first``: longest first), ties in the given
+    order: batches cut from sentences in this order pad little (on the demo's 128
+    calibration sentences 1.37 tokens per real token instead of 2.08)."""
+    _check_sentences(sentences)
+    counts = [len(ids) for ids in tokenizer(list(sentences), truncation=True,
+                                            max_length=int(max_length))["input_ids"]]
+    sign = -1 if longest_first else 1
+    return sorted(range(len(counts)), key=lambda i: (sign * counts[i], i))
+
+
+def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128,
+                  by_length=False) -> list:
+    """Padded token batches of ``sentences`` for a transformers model, in the given order
+    (``by_length``: in the order of :func:`length_order`).
 
     Parameters
     ----------
@@ -333,6 +356,11 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128) -> lis
         Sentences per batch (the last batch may be smaller).
     max_length : int
         Longer sentences are truncated to ``max_length`` tokens (special tokens included).
+    by_length : bool, default False
+        Sort the sentences by token count, shortest first (:func:`length_order`), before
+        cutting the batches: each batch is padded to a length near its sentences' own. The
+        sum over tokens that a Hessian is does not depend on the order (but for rounding);
+        a method that steps batch by batch, such as ProxSparse, sees other batches.
 
     Returns
     -------
@@ -342,18 +370,18 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128) -> lis
         sentence of the batch (``attention_mask`` is 0 on padding). Feed them as
         ``bert(**batch)`` or ``sentence_transformer(batch)``.
     """
-    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
-        raise ValueError(f"sentences must be a sequence of str, got {type(sentences).__name__}")
-    if len(sentences) == 0:
-        raise ValueError("sentences is empty")
-    if not all(isinstance(s, str) for s in sentences):
-        raise ValueError("sentences must contain only str")
+    _check_sentences(sentences)
     for name, value, low in (("batch_size", batch_size, 1), ("max_length", max_length, 2)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if not callable(tokenizer):
         raise ValueError(f"tokenizer must be a callable transformers tokenizer, "
                          f"got {type(tokenizer).__name__}")
+    if not isinstance(by_length, bool):
+        raise ValueError(f"by_length must be True or False, got {by_length!r}")
+    if by_length:
+        sentences = [sentences[i] for i in length_order(tokenizer, sentences,
+                                                        max_length=max_length)]
     batches = []
     for start in range(0, len(sentences), int(batch_size)):
         chunk = list(sentences[start:start + int(batch_size)])

@@ -28,12 +28,18 @@ from .evaluate import load_minilm
 QUICK_METHODS = ("magnitude", "wanda", "prox")
 
 
+#: Runs of the comparison the full demo leaves out, with the seconds they would add on 2
+#: cores (with their +GD rows and embeddings): prox from SparseGPT's weights (~45 s), prox
+#: without the clipped Hessian (~25 s) and the App. C regularizers (~35 s for the three).
+#: ``sparseopt prune --model minilm --method prox-R0 ...`` runs them.
+DEMO_SKIPS = ("prox-sparsegpt", "prox-noclip", "prox-R0", "prox-R1", "prox-R2")
+
+
 def demo_runs() -> tuple:
-    """The layer-wise runs of the full demo: every run of the comparison but prox-sparsegpt
-    and prox-noclip, which would add ~45 s and ~25 s (``sparseopt prune --model minilm
-    --method prox-sparsegpt --method prox-noclip`` runs them). ``prox-paper`` (Alg. 2,
-    beta = 1.01: 750-1050 iterations per layer, about 105 s) is the default's reference."""
-    return tuple(r for r in all_runs() if r not in ("prox-sparsegpt", "prox-noclip"))
+    """The layer-wise runs of the full demo: every run of the comparison but
+    :data:`DEMO_SKIPS`. ``prox-paper`` (Alg. 2, beta = 1.01: 750-1050 iterations per layer,
+    about 108 s, a third of the demo) is the default's reference."""
+    return tuple(r for r in all_runs() if r not in DEMO_SKIPS)
 QUICK_OPTIONS = {"prox": {"max_iter": 20}}
 QUICK_PROXSPARSE = {**DEMO_PROXSPARSE, "steps": 3}
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import token_batches
+from .data import length_order, token_batches
 
 __all__ = ["load_minilm", "embed", "fidelity", "perplexity", "dense_logits", "kl_to_dense"]
 
@@ -97,7 +97,8 @@ def embed(model, sentences, *, batch_size=32) -> torch.Tensor:
     -----
     The sentences are tokenized with :func:`sparseopt_torch.data.token_batches` (the
     tokenizer of the model, truncation at ``model.max_seq_length``) and run through
-    ``model.forward``; longest sentences are batched first to waste little padding. The
+    ``model.forward``; the sentences are batched by token count, longest first
+    (:func:`~sparseopt_torch.data.length_order`), to waste little padding. The
     result equals ``model.encode(sentences, normalize_embeddings=True)`` up to float
     round-off, without progress bars and independent of the model's training flag.
     """
@@ -114,7 +115,7 @@ def embed(model, sentences, *, batch_size=32) -> torch.Tensor:
                          f"got {type(model).__name__}")
     max_length = getattr(model, "max_seq_length", None) or 512
     device = next(model.parameters()).device
-    order = sorted(range(len(sentences)), key=lambda i: (-len(sentences[i]), i))
+    order = length_order(tokenizer, sentences, max_length=max_length, longest_first=True)
     batches = token_batches(tokenizer, [sentences[i] for i in order],
                             batch_size=int(batch_size), max_length=int(max_length))
     was_training = model.training

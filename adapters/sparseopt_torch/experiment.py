@@ -77,9 +77,12 @@ class ExperimentConfig(dict):
 
     @classmethod
     def make(cls, *, n_calib=128, n_eval=256, seed=0, batch_size=16, max_length=64,
-             refine_steps=100, sequential=False, modules=None):
+             refine_steps=100, sequential=False, modules=None, by_length=True):
         """``modules``: a regular expression of the layers to prune (``find_layers``);
-        default None, every linear layer of the BERT body."""
+        default None, every linear layer of the BERT body. ``by_length``: cut the calibration
+        batches from the sentences sorted by token count (``token_batches(by_length=True)``):
+        on the 128 sentences of the demo they hold 3664 instead of 5568 padded tokens, and
+        ProxSparse's steps take ~25% less time."""
         for name, v in (("n_calib", n_calib), ("n_eval", n_eval), ("batch_size", batch_size),
                         ("max_length", max_length)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -87,11 +90,14 @@ class ExperimentConfig(dict):
         if isinstance(refine_steps, bool) or not isinstance(refine_steps, int) \
                 or refine_steps < 0:
             raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
+        if not isinstance(by_length, bool):
+            raise ValueError(f"by_length must be True or False, got {by_length!r}")
         if modules is not None and not isinstance(modules, str):
             raise ValueError(f"modules must be a regular expression (str) or None, got {modules!r}")
         return cls(n_calib=n_calib, n_eval=n_eval, seed=seed, batch_size=batch_size,
                    max_length=max_length, refine_steps=refine_steps,
-                   sequential=bool(sequential), model="all-MiniLM-L6-v2", modules=modules)
+                   sequential=bool(sequential), model="all-MiniLM-L6-v2", modules=modules,
+                   by_length=by_length)
 
 
 def _save_config(out, config):
@@ -121,8 +127,10 @@ def _calibration(model, config):
     """(SentenceTransformer, its BERT body, token batches of the calibration sentences)."""
     st = load_minilm("cpu") if model is None else model
     calib, _ = calibration_eval_split(config["n_calib"], config["n_eval"], seed=config["seed"])
+    # comparisons saved before by_length existed cut their batches in the split's order
     batches = token_batches(st.tokenizer, calib, batch_size=config["batch_size"],
-                            max_length=config["max_length"])
+                            max_length=config["max_length"],
+                            by_length=config.get("by_length", False))
     return st, st[0].auto_model, batches
 
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from sparseopt_torch.data import calibration_eval_split, docstring_sentences, token_batches
+from sparseopt_torch.data import (calibration_eval_split, docstring_sentences, length_order,
+                                  token_batches)
 from sparseopt_torch.evaluate import embed, fidelity, load_minilm
 
 
@@ -249,6 +250,34 @@ def test_token_batches_truncate_and_bad_input(minilm):
         token_batches(tok, sentences, batch_size=0)
     with pytest.raises(ValueError, match="max_length"):
         token_batches(tok, sentences, max_length=1)
+
+
+def test_length_order_and_batches_by_length(minilm):
+    """length_order sorts by token count after truncation (ties keep their order), and
+    token_batches(by_length=True) cuts the batches from that order: the same sentences,
+    fewer padded tokens."""
+    tok = minilm.tokenizer
+    sentences = _ascii_sentences(40)
+    counts = [len(tok(s, truncation=True, max_length=16)["input_ids"]) for s in sentences]
+    order = length_order(tok, sentences, max_length=16)
+    assert sorted(order) == list(range(40))
+    keys = [(counts[i], i) for i in order]
+    assert keys == sorted(keys)  # shortest first, ties in the given order
+    assert len(set(counts)) > 1 and max(counts) == 16  # ties and truncation both occur
+    longest = length_order(tok, sentences, max_length=16, longest_first=True)
+    assert [(-counts[i], i) for i in longest] == sorted((-c, i) for i, c in enumerate(counts))
+    plain = token_batches(tok, sentences, batch_size=8, max_length=16)
+    by_len = token_batches(tok, sentences, batch_size=8, max_length=16, by_length=True)
+    expected = token_batches(tok, [sentences[i] for i in order], batch_size=8, max_length=16)
+    for a, b in zip(by_len, expected, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert sum(b["attention_mask"].sum() for b in by_len) == sum(counts)
+    assert sum(b["input_ids"].numel() for b in by_len) < sum(b["input_ids"].numel()
+                                                               for b in plain)
+    with pytest.raises(ValueError, match="by_length"):
+        token_batches(tok, sentences, by_length=1)
+    with pytest.raises(ValueError, match="sentences"):
+        length_order(tok, ["ok", 3])
 
 
 # ----------------------------------------------------------------------------- fidelity

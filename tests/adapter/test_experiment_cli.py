@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from sparseopt.cli import main
 from sparseopt.patterns import NM
@@ -69,6 +70,27 @@ def test_proxsparse_run_learns_24_masks_and_is_evaluated(tmp_path, minilm):
     assert not NM(2, 4).satisfied(first.numpy())
 
 
+def test_calibration_batches_by_length(minilm):
+    """A comparison cuts its calibration batches from the sentences sorted by token count;
+    one saved before by_length existed (no such key) keeps the split's order."""
+    from sparseopt_torch.data import calibration_eval_split, token_batches
+    from sparseopt_torch.experiment import _calibration
+
+    config = ExperimentConfig.make(n_calib=12, n_eval=4, batch_size=5, max_length=16)
+    assert config["by_length"] is True
+    calib, _ = calibration_eval_split(12, 4, seed=0)
+    old = ExperimentConfig({k: v for k, v in config.items() if k != "by_length"})
+    for cfg, by_length in ((config, True), (old, False)):
+        _, _, batches = _calibration(minilm, cfg)
+        expected = token_batches(minilm.tokenizer, calib, batch_size=5, max_length=16,
+                                 by_length=by_length)
+        assert len(batches) == len(expected) == 3
+        for a, b in zip(batches, expected, strict=True):
+            assert all(torch.equal(a[k], b[k]) for k in b)
+    with pytest.raises(ValueError, match="by_length"):
+        ExperimentConfig.make(by_length="yes")
+
+
 def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
     from sparseopt.layer.prox import AUTO_CLIP, SCHEDULES
     from sparseopt_torch.experiment import prune_runs
@@ -125,14 +147,17 @@ def test_proxsparse_run_reuses_the_hessians_of_prune_runs(tmp_path, minilm, monk
 
 
 def test_full_demo_runs_the_paper_schedule_beside_the_default():
-    """Issue 12 item 4: the full demo's table has prox with its default schedule and Alg. 2
-    as published (beta = 1.01), and leaves out only the two slow prox variants."""
+    """Issue 12 item 4: the full demo's table has every method, prox with its default
+    schedule and Alg. 2 as published (beta = 1.01), and leaves out only prox variants: the
+    two slow ones and the App. C regularizers."""
     from sparseopt.layer.prox import SCHEDULES
     from sparseopt_torch.demo_section import demo_runs
-    from sparseopt_torch.experiment import VARIANTS, all_runs
+    from sparseopt_torch.experiment import VARIANTS, all_methods, all_runs
 
     runs = demo_runs()
     assert "prox" in runs and "prox-paper" in runs
+    assert set(all_methods()) <= set(runs)
     assert VARIANTS["prox-paper"] == ("prox", {"schedule": "paper"})
     assert SCHEDULES["paper"]["beta"] == 1.01
-    assert set(all_runs()) - set(runs) == {"prox-sparsegpt", "prox-noclip"}
+    assert set(all_runs()) - set(runs) == {"prox-sparsegpt", "prox-noclip", "prox-R0",
+                                           "prox-R1", "prox-R2"}
