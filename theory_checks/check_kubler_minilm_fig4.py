@@ -57,7 +57,7 @@ def minilm_calibration(n_calib, n_eval=0, seed=0):
 
     st = load_minilm("cpu")
     calib, held_out = calibration_eval_split(n_calib, n_eval, seed=seed)
-    batches = token_batches(st.tokenizer, calib, batch_size=16, max_length=64, by_length=True)
+    batches = token_batches(st.tokenizer, calib, batch_size=16, max_length=64)
     return st, batches, held_out
 
 

@@ -4,15 +4,13 @@ The core's demo finds :func:`section` through the ``minilm`` entry point of the
 ``sparseopt.demo_sections`` group (``pyproject.toml``); ``sparseopt demo --no-minilm`` leaves
 it out.
 
-Modest settings, for a demo of about 5 minutes on 2 cores (on 2026-11-27, with the clipped
-prox default, 3 min 9 s without and 4 min 54-56 s with the paper schedule's row on one
-machine; 5 min 7 s on a slower one after the prox kernel's dense-regime changes, 4 min 55 s
-to 5 min 3 s on a third, 5 min 7 s, 5 min 39 s and 5 min 18 s there later as it slowed down,
-docs/benchmarks.md): 128 calibration and
-256 held-out sentences of at most 64 tokens, 100 masked gradient steps, prox with its
-default ("fast") schedule and with Alg. 2 as published (``prox-paper``: beta = 1.01, issue
-12 item 4), and the shorter mAIHT / I-OBS settings of
-:data:`~sparseopt_torch.experiment.DEMO_OPTIONS`. ``quick`` (used by the tests) runs three
+Modest settings, for a demo within 5 minutes on 2 cores (4 min 42 s on 2026-11-27 against
+5 min 27 s with the App. C rows and the calibration batches in the split's order,
+docs/benchmarks.md): 128 calibration sentences, batched by token count, and 256 held-out
+sentences, of at most 64 tokens, 100 masked gradient steps, prox with its default ("fast")
+schedule and with Alg. 2 as published (``prox-paper``: beta = 1.01, issue 12 item 4), and
+the shorter mAIHT / I-OBS settings of :data:`~sparseopt_torch.experiment.DEMO_OPTIONS`;
+the runs of :data:`DEMO_SKIPS` are left out. ``quick`` (used by the tests) runs three
 methods on 16 sentences and the six layers of the first block.
 """
 
