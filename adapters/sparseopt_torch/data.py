@@ -320,13 +320,20 @@ def calibration_eval_split(n_calib, n_eval, *, seed=0, packages=("numpy", "scipy
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _check_sentences(sentences):
+def _check_tokenizing(tokenizer, sentences, max_length):
+    """The checks shared by :func:`token_batches` and :func:`length_order`."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence):
         raise ValueError(f"sentences must be a sequence of str, got {type(sentences).__name__}")
     if len(sentences) == 0:
         raise ValueError("sentences is empty")
     if not all(isinstance(s, str) for s in sentences):
         raise ValueError("sentences must contain only str")
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
+            or max_length < 2:
+        raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}")
+    if not callable(tokenizer):
+        raise ValueError(f"tokenizer must be a callable transformers tokenizer, "
+                         f"got {type(tokenizer).__name__}")
 
 
 def length_order(tokenizer, sentences, *, max_length=128, longest_first=False) -> list:
@@ -334,7 +341,7 @@ def length_order(tokenizer, sentences, *, max_length=128, longest_first=False) -
     ``max_length``), shortest first (``longest_first``: longest first), ties in the given
     order: batches cut from sentences in this order pad little (on the demo's 128
     calibration sentences 1.37 tokens per real token instead of 2.08)."""
-    _check_sentences(sentences)
+    _check_tokenizing(tokenizer, sentences, max_length)
     counts = [len(ids) for ids in tokenizer(list(sentences), truncation=True,
                                             max_length=int(max_length))["input_ids"]]
     sign = -1 if longest_first else 1
@@ -370,13 +377,10 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128,
         sentence of the batch (``attention_mask`` is 0 on padding). Feed them as
         ``bert(**batch)`` or ``sentence_transformer(batch)``.
     """
-    _check_sentences(sentences)
-    for name, value, low in (("batch_size", batch_size, 1), ("max_length", max_length, 2)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if not callable(tokenizer):
-        raise ValueError(f"tokenizer must be a callable transformers tokenizer, "
-                         f"got {type(tokenizer).__name__}")
+    _check_tokenizing(tokenizer, sentences, max_length)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     if not isinstance(by_length, bool):
         raise ValueError(f"by_length must be True or False, got {by_length!r}")
     if by_length:

@@ -278,6 +278,10 @@ def test_length_order_and_batches_by_length(minilm):
         token_batches(tok, sentences, by_length=1)
     with pytest.raises(ValueError, match="sentences"):
         length_order(tok, ["ok", 3])
+    with pytest.raises(ValueError, match="max_length"):
+        length_order(tok, sentences, max_length=1)
+    with pytest.raises(ValueError, match="tokenizer"):
+        length_order(None, sentences)
 
 
 # ----------------------------------------------------------------------------- fidelity
