@@ -4,7 +4,7 @@ The core's demo finds :func:`section` through the ``minilm`` entry point of the
 ``sparseopt.demo_sections`` group (``pyproject.toml``); ``sparseopt demo --no-minilm`` leaves
 it out.
 
-Modest settings, for a demo within 5 minutes on 2 cores (4 min 42 s on 2026-11-27 against
+Modest settings, for a demo within 5 minutes on 2 cores (4 min 22-42 s on 2026-11-27 against
 5 min 27 s with the App. C rows and the calibration batches in the split's order,
 docs/benchmarks.md): 128 calibration sentences, batched by token count, and 256 held-out
 sentences, of at most 64 tokens, 100 masked gradient steps, prox with its default ("fast")
