@@ -151,6 +151,17 @@ def _fused_loss_pass(DX, D, G, Y, step, descend):
     return sum_in_order(rows)
 
 
+@njit(cache=True, parallel=True)
+def _difference_rows(W, W_star, out):
+    """out = W - W* on 2-D arrays of one dtype, rows split over the Numba threads; twin:
+    ``np.subtract(W, W_star, out=out)``, the same bits (one IEEE subtraction per entry).
+    NumPy's ufunc runs on one core, which does not saturate the memory bus: at 4096 x 4096
+    in float32 it took 11.7 ms against 5.3 ms here (issue 12)."""
+    for i in prange(W.shape[0]):
+        for j in range(W.shape[1]):
+            out[i, j] = W[i, j] - W_star[i, j]
+
+
 def _loss_and_gradient_xp(DH, D, xp):
     """(sum float64(DH) D, 2 DH) with array-API operations: the tensor path of
     :meth:`LayerLoss.value_and_grad` and the twin of :func:`_loss_and_gradient`."""
@@ -533,7 +544,11 @@ class LayerLoss(Objective):
         check_out(out, W)
         if self._work is None:
             self._work = np.empty(self.shape, dtype=self.dtype)
-        return np.subtract(W, self.W_star, out=self._work)
+        if W.ndim != 2 or W.size == 0 or not (W.flags.c_contiguous
+                                              and self.W_star.flags.c_contiguous):
+            return np.subtract(W, self.W_star, out=self._work)  # the kernel's twin
+        _difference_rows(W, self.W_star, self._work)
+        return self._work
 
     def masked_grad(self, W, mask):
         """M * 2 (W - W*) H: the masked gradient of prox24-kubler eq. 5 (zero off the mask)."""

@@ -326,6 +326,40 @@ def test_layer_loss_value_and_grad_into_out_is_the_same_bit_for_bit(w_dtype, h_d
         f.value_and_grad(W.astype(other), out=out)
 
 
+@pytest.mark.parametrize("w_dtype, ref_dtype", [(np.float32, np.float32),
+                                                (np.float64, np.float64),
+                                                (np.float64, np.float32)])
+def test_difference_kernel_is_numpy_subtract_bit_for_bit(w_dtype, ref_dtype):
+    """objectives._difference_rows (W - W* on the Numba threads) against its twin
+    np.subtract: signed zeros, infinities, NaN, subnormals, ties (equal entries) and a
+    float32 W* under a float64 W (the LayerLoss of float32 weights and a float64 H)."""
+    from sparseopt.objectives import _difference_rows
+
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((37, 24)).astype(w_dtype)
+    R = rng.standard_normal((37, 24)).astype(ref_dtype)
+    tiny = np.finfo(ref_dtype).smallest_subnormal
+    special = [(0.0, 0.0), (-0.0, 0.0), (0.0, -0.0), (-0.0, -0.0), (np.inf, 1.0),
+               (1.0, np.inf), (np.inf, np.inf), (np.nan, 2.0), (3.0, 3.0), (tiny, -tiny),
+               (2 * tiny, tiny)]
+    for j, (a, b) in enumerate(special):
+        W[j, j], R[j, j] = a, b
+    out = np.full(W.shape, 7.0, dtype=w_dtype)
+    with np.errstate(invalid="ignore"):
+        _difference_rows(W, R, out)
+        expected = np.subtract(W, R)
+    assert out.dtype == expected.dtype == w_dtype
+    assert out.tobytes() == expected.tobytes()
+    # the objective's work array takes the kernel for C-ordered arrays, the ufunc otherwise
+    X = rng.standard_normal((24, 60))
+    R_finite = np.where(np.isfinite(R[:, :24]), R[:, :24], 1.5).astype(ref_dtype)  # W* is
+    f = LayerLoss(R_finite, (X @ X.T / 60).astype(w_dtype))  # checked finite, W is not
+    for Wv in (W[:, :24].copy(), np.asfortranarray(W[:, :24])):
+        with np.errstate(invalid="ignore"):
+            D = f._difference_into_work(Wv, np.empty(f.shape, dtype=f.dtype))
+            assert D.tobytes() == np.subtract(Wv, f.W_star).tobytes()
+
+
 def test_layer_loss_out_needs_numpy():
     torch = pytest.importorskip("torch")
     f = LayerLoss(torch.ones(2, 4), torch.eye(4))
