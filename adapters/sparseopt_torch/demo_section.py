@@ -36,8 +36,10 @@ DEMO_SKIPS = ("prox-sparsegpt", "prox-noclip", "prox-R0", "prox-R1", "prox-R2")
 def demo_runs() -> tuple:
     """The layer-wise runs of the full demo: every run of the comparison but
     :data:`DEMO_SKIPS`. ``prox-paper`` (Alg. 2, beta = 1.01: 750-1050 iterations per layer,
-    about 108 s, a third of the demo) is the default's reference."""
+    about 105-125 s, 40-45% of the demo) is the default's reference."""
     return tuple(r for r in all_runs() if r not in DEMO_SKIPS)
+
+
 QUICK_OPTIONS = {"prox": {"max_iter": 20}}
 QUICK_PROXSPARSE = {**DEMO_PROXSPARSE, "steps": 3}
 
