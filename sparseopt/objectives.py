@@ -544,9 +544,6 @@ class LayerLoss(Objective):
         check_out(out, W)
         if self._work is None:
             self._work = np.empty(self.shape, dtype=self.dtype)
-        if W.ndim != 2 or W.size == 0 or not (W.flags.c_contiguous
-                                              and self.W_star.flags.c_contiguous):
-            return np.subtract(W, self.W_star, out=self._work)  # the kernel's twin
         _difference_rows(W, self.W_star, self._work)
         return self._work
 

@@ -350,7 +350,7 @@ def test_difference_kernel_is_numpy_subtract_bit_for_bit(w_dtype, ref_dtype):
         expected = np.subtract(W, R)
     assert out.dtype == expected.dtype == w_dtype
     assert out.tobytes() == expected.tobytes()
-    # the objective's work array takes the kernel for C-ordered arrays, the ufunc otherwise
+    # the objective's work array, from C- and Fortran-ordered W
     X = rng.standard_normal((24, 60))
     R_finite = np.where(np.isfinite(R[:, :24]), R[:, :24], 1.5).astype(ref_dtype)  # W* is
     f = LayerLoss(R_finite, (X @ X.T / 60).astype(w_dtype))  # checked finite, W is not

@@ -22,8 +22,7 @@ __all__ = ["find_layers", "get_weight", "set_weight", "collect_hessians", "Hessi
 __all__ += ["pack_24", "unpack_24", "save_dense", "save_packed", "load_packed",
             "to_semi_structured", "export_checkpoint"]
 __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "length_order",
-            "load_minilm",
-            "embed", "fidelity", "read_documents", "split_documents", "token_stream",
+            "load_minilm", "embed", "fidelity", "read_documents", "split_documents", "token_stream",
             "sample_sequences", "sequence_batches", "perplexity", "kl_to_dense"]
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
 __all__ += ["prox24", "sparsegpt_sweep"]
