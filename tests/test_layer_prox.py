@@ -17,6 +17,7 @@ from test_layer_core import (
     random_layer,
     row_loss,
 )
+from test_layer_prox_clip import powerlaw_layer
 
 
 def test_prox_toy_problem_sec41_reaches_optimum():
@@ -47,6 +48,10 @@ def test_prox_against_bruteforce():
     assert wins["prox"] >= 3 and wins["prox"] > wins["wanda"], wins
 
 
+#: The stop reason of a fast-schedule run that stopped at ``stop_fraction`` of the groups.
+STOPPED_AT_FRACTION = "nm_fraction >= stop_fraction (projected onto the pattern)"
+
+
 def test_prox_fast_schedule_against_the_paper_schedule():
     """The default schedule "fast" (FISTA, beta_start 1.2, beta 1.055, beta_tail 1.5)
     against Alg. 2 as published (schedule="paper": plain, beta 1.01) on six correlated
@@ -67,8 +72,9 @@ def test_prox_fast_schedule_against_the_paper_schedule():
         paper = prune(W, H, method="prox", refine_steps=300, schedule="paper")
         fast = prune(W, H, method="prox", refine_steps=300)  # the default
         assert paper.info["momentum"] == "plain" and paper.info["beta"] == 1.01
-        assert fast.info["momentum"] == "fista" and fast.info["stop_reason"] == "W is N:M"
-        assert fast.info["schedule"] == "fast"
+        assert fast.info["momentum"] == "fista" and fast.info["schedule"] == "fast"
+        # stopped at 99% of the groups N:M (the rest projected) or with all of them
+        assert fast.info["stop_reason"] in ("W is N:M", STOPPED_AT_FRACTION)
         assert fast.nit <= paper.nit / 4, (fast.nit, paper.nit)
         ratios.append(fast.loss / paper.loss)
     assert max(ratios) <= 1.01 and np.mean(ratios) <= 1.005, ratios
@@ -129,6 +135,35 @@ def test_prox_schedule_values_can_be_overridden():
     paper = prune(W_star, H, method="prox", schedule="paper", momentum="plain", beta=1.05,
                   beta_start=1.2, beta_tail=1.5)
     np.testing.assert_array_equal(paper.W, plain.W)  # the same schedule, named two ways
+
+
+@pytest.mark.parametrize("clip", [0, "auto"])
+def test_prox_stop_fraction_projects_the_iterate_it_stops_at(clip):
+    """stop_fraction: the run stops at the first iterate with that fraction of N:M groups
+    and projects it, the result of the same run capped there (max_iter, the other way to
+    project); the paper schedule keeps Alg. 2's stop, the fast one stops at 99%."""
+    from sparseopt.layer.prox import SCHEDULES
+
+    assert SCHEDULES["paper"]["stop_fraction"] == 1.0
+    assert SCHEDULES["fast"]["stop_fraction"] == 0.99
+    rng = np.random.default_rng(4)
+    W_star, H = powerlaw_layer(rng, 32, 128)
+    full = prune(W_star, H, method="prox", clip=clip, stop_fraction=1.0)
+    frac = full.history["nm_fraction"]
+    k = int(np.argmax(frac >= 0.9)) + 1
+    assert frac[k - 1] < 1.0
+    res = prune(W_star, H, method="prox", clip=clip, stop_fraction=0.9)
+    assert res.nit == k and res.info["projected"] and res.info["stop_fraction"] == 0.9
+    assert res.info["stop_reason"] == "nm_fraction >= stop_fraction (projected onto the pattern)"
+    capped = prune(W_star, H, method="prox", clip=clip, stop_fraction=1.0, max_iter=k)
+    assert capped.info["projected"]
+    np.testing.assert_array_equal(res.W, capped.W)
+    np.testing.assert_array_equal(res.mask, capped.mask)
+    assert NM(2, 4).satisfied(res.W)
+    assert not full.info["projected"] and full.info["stop_reason"] == "W is N:M"
+    paper = prune(W_star, H, method="prox", schedule="paper", max_iter=2)
+    assert paper.info["stop_fraction"] == 1.0
+    assert prune(W_star, H, method="prox").info["stop_fraction"] == 0.99
 
 
 def test_prox_history_schedule_and_invariant_loss():
@@ -257,6 +292,10 @@ def test_prox_bad_options():
         prune(W, H, method="prox", momentum="nesterov")
     with pytest.raises(ValueError, match="beta_tail must be >= 1"):
         prune(W, H, method="prox", beta_tail=0.5)
+    with pytest.raises(ValueError, match="stop_fraction must be finite and > 0"):
+        prune(W, H, method="prox", stop_fraction=0.0)
+    with pytest.raises(ValueError, match=r"stop_fraction must be in \(0, 1\]"):
+        prune(W, H, method="prox", stop_fraction=1.01)
 
 
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 3), (3, 8)])

@@ -61,6 +61,57 @@ def test_top_eigenpairs_against_eigh(d):
         top_eigenpairs(H_nan, 1)
 
 
+@pytest.mark.parametrize("d", [40, 384, DENSE_EIG_MAX + 76])
+def test_top_eigenpairs_in_float32(d):
+    """precision="float32" (the clip's solve for float32 weights): float64 results, the
+    eigenvalues of numpy.linalg.eigh to float32 rounding (d eps_32 gamma_max), the vectors
+    orthonormal and spanning the same space to float32 rounding over the gap (dense, evd
+    and Lanczos paths). A float64 solve would pass as well; a float32 one that lost its
+    vectors or returned float32 arrays would not."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    _, H = powerlaw_layer(rng, 1, d)
+    w_ref, V_ref = np.linalg.eigh(H)
+    eps = float(np.finfo(np.float32).eps)
+    many = -(-d // FULL_EIG_SHARE)
+    for k in (1, 5, many):
+        w, V = top_eigenpairs(H, k, precision="float32")
+        assert w.dtype == V.dtype == np.float64 and V.shape == (d, k)
+        np.testing.assert_allclose(w, w_ref[-k:], rtol=0, atol=d * eps * w_ref[-1])
+        np.testing.assert_allclose(V.T @ V, np.eye(k), atol=d * eps)
+        # the space of the k pairs: its projector against eigh's
+        gap = w_ref[-k] - w_ref[-k - 1]
+        P, P_ref = V @ V.T, V_ref[:, -k:] @ V_ref[:, -k:].T
+        assert np.linalg.norm(P - P_ref, 2) <= d * eps * w_ref[-1] / gap
+        wt, Vt = top_eigenpairs(torch.from_numpy(H), k, precision="float32")
+        np.testing.assert_array_equal(wt.numpy(), w)
+    with pytest.raises(ValueError, match="precision must be 'float64' or 'float32'"):
+        top_eigenpairs(H, 1, precision="float16")
+
+
+def test_float32_weights_clip_with_float32_eigenpairs(monkeypatch):
+    """prune(clip=k) on float32 weights solves the eigenpairs in float32 (``info``), float64
+    weights in float64; against the same float32 runs with float64 eigenpairs: the same
+    masks on small power-law layers, and the loss +GD equal to 1e-6 relative (the
+    eigenpairs differ by float32 rounding, which the float32 steps round H_clip to anyway)."""
+    from sparseopt.layer import prox as prox_module
+
+    rng = np.random.default_rng(5)
+    layers = [powerlaw_layer(rng, 16, 128) for _ in range(3)]
+    f64 = prune(layers[0][0], layers[0][1], method="prox", clip=8)
+    assert f64.info["clip_precision"] == "float64"
+    runs = [prune(W.astype(np.float32), H, method="prox", refine_steps=300, clip=8)
+            for W, H in layers]
+    assert all(r.info["clip_precision"] == "float32" for r in runs)
+    original = prox_module.clip_hessian
+    monkeypatch.setattr(prox_module, "clip_hessian",
+                        lambda H, k, **kw: original(H, k, **{**kw, "precision": "float64"}))
+    for (W, H), run in zip(layers, runs):
+        ref = prune(W.astype(np.float32), H, method="prox", refine_steps=300, clip=8)
+        np.testing.assert_array_equal(run.mask, ref.mask)
+        assert run.loss == pytest.approx(ref.loss, rel=1e-6)
+
+
 def test_clip_hessian_spectrum():
     """H_clip has the eigenvalues min(lambda_i, lambda_{k+1}) and H's eigenvectors; ``top``
     is gamma_max(H), ``level`` gamma_max(H_clip); a rank-k H cannot be clipped k deep."""
@@ -95,8 +146,8 @@ def _reference(W_star, H, k, beta, steps=3000):
     for it in range(1, steps + 1):
         x_new = prox_nm(y - eta * (2 * (y - Wt) @ Hc), lam * eta / eta0)
         frac = NM(2, 4).satisfied_fraction(x_new)
-        if frac == 1.0:
-            return x_new / sc[None, :], it
+        if frac >= s["stop_fraction"]:  # the rest projected (nothing left at frac = 1)
+            return NM(2, 4).project(x_new) / sc[None, :], it
         lam *= s["beta_start"] if frac < 0.001 else s["beta_tail"] if frac >= 0.98 else beta
         t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
         if np.sum((y - x_new) * (x_new - x)) > 0:  # gradient restart

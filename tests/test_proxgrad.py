@@ -85,6 +85,34 @@ def test_beta_start_and_beta_tail_follow_the_fraction_of_groups_in_the_pattern()
     assert res.info["beta_start"] == 1.3 and res.info["beta_tail"] == 1.5
 
 
+@pytest.mark.parametrize("fista", [True, False])
+def test_stop_fraction_stops_the_same_run_at_that_fraction(fista):
+    """stop_fraction < 1 ends the run of stop_fraction = 1 at its first iterate with at
+    least that fraction of groups in the pattern, iterate and history unchanged up to
+    there; a run that stops at the fraction fails if any earlier iterate got there too."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((256, 512))
+    f = LayerLoss(rng.standard_normal((16, 256)), A @ A.T / 512)
+    sched = dict(lam0=0.001, beta=1.05, beta_start=1.3, beta_tail=1.5, pattern=NM(2, 4),
+                 momentum="fista" if fista else None)
+    full = proximal_gradient(f, RNM(), **sched)
+    frac = full.history["nm_fraction"]
+    for stop in (0.5, 0.95, 0.99):
+        k = int(np.argmax(frac >= stop)) + 1  # iterates are counted from 1
+        assert frac[k - 1] < 1.0  # the fraction binds before the pattern is reached
+        res = proximal_gradient(f, RNM(), stop_fraction=stop, **sched)
+        assert res.stop_reason == "nm_fraction >= stop_fraction" and res.nit == k
+        assert res.info["stop_fraction"] == stop and not NM(2, 4).satisfied(res.x)
+        for key in ("lam", "nm_fraction"):
+            np.testing.assert_array_equal(res.history[key], full.history[key][:k])
+        np.testing.assert_array_equal(res.history["objective"][:-1],
+                                      full.history["objective"][:k - 1])
+        # the k-th iterate itself: a run capped at k iterations ends there too
+        capped = proximal_gradient(f, RNM(), max_iter=k, **sched)
+        np.testing.assert_array_equal(res.x, capped.x)
+    assert full.info["stop_fraction"] == 1.0 and full.stop_reason == "x in pattern"
+
+
 def test_growing_lambda_reaches_the_pattern_and_records_history():
     rng = np.random.default_rng(1)
     A = rng.standard_normal((16, 48))
@@ -127,6 +155,10 @@ def test_tensors_in_tensors_out():
     (dict(beta_tail=0.9), "beta_tail must be >= 1"),
     (dict(beta_start=0.5), "beta_start must be >= 1"),
     (dict(beta_start=1.2), "beta_start needs a pattern"),
+    (dict(stop_fraction=0.0), "stop_fraction must be finite and > 0"),
+    (dict(stop_fraction=1.5), r"stop_fraction must be in \(0, 1\]"),
+    (dict(stop_fraction=float("nan")), "stop_fraction"),
+    (dict(stop_fraction=0.9), "stop_fraction < 1 needs a pattern"),
 ])
 def test_bad_input(kwargs, match):
     X, y = _lasso_problem()

@@ -9,7 +9,7 @@ from ..backend import device, namespace, zero
 from ..linalg import frob_inner, symmetrize_in_place, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
-from ..validation import check_int, check_real
+from ..validation import _dtype_name, check_int, check_real
 from .loss import gamma_max
 from .registry import register
 from .result import PruneResult
@@ -36,9 +36,9 @@ DEFAULT_MAX_ITER = 3000
 #: (``benchmarks/prox_schedule.py``, ``docs/benchmarks.md``).
 SCHEDULES = {
     "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None,
-              "clip": 0, "beta_clip": None},
+              "clip": 0, "beta_clip": None, "stop_fraction": 1.0},
     "fast": {"momentum": "fista", "beta": 1.055, "beta_start": 1.2, "beta_tail": 1.5,
-             "clip": "auto", "beta_clip": 1.25},
+             "clip": "auto", "beta_clip": 1.25, "stop_fraction": 0.99},
 }
 
 #: ``clip="auto"``: the most eigenvalues clipped (at most d_in // 4), and the outlier test
@@ -84,7 +84,7 @@ def _divide_outer(H, s, out):
     return out
 
 
-def clip_hessian(H, k, *, low_rank="raise"):
+def clip_hessian(H, k, *, low_rank="raise", precision="float64"):
     """H with its ``k`` largest eigenvalues lowered to the (k+1)-th: the Hessian of the
     gradient steps of ``prune(..., method="prox", clip=k)``.
 
@@ -93,15 +93,20 @@ def clip_hessian(H, k, *, low_rank="raise"):
     lowered, ``top`` = gamma_max(H) and ``level`` = the (k+1)-th largest eigenvalue,
     gamma_max(H_clip). When ``level`` is zero up to rounding (d eps gamma_max(H)), that is
     rank(H) <= k, it raises ValueError (``low_rank="raise"``) or returns None
-    (``low_rank="none"``, for ``clip="auto"``).
+    (``low_rank="none"``, for ``clip="auto"``). ``precision``: that of the eigen solve
+    (:func:`sparseopt.linalg.top_eigenpairs`); with "float32" the eigenpairs hold to float32
+    rounding, and gamma_max(H_clip) may exceed ``level`` by as much (at most 1.2e-4 of it on
+    the 30 MiniLM layers with d_in = 384: a step 1 / (2 level) that stable steps allow up to
+    twice of).
     """
     k = check_int(k, "k", minimum=1)
     if low_rank not in ("raise", "none"):
         raise ValueError(f"low_rank must be 'raise' or 'none', got {low_rank!r}")
     xp = namespace(H)
-    w, V = top_eigenpairs(H, k + 1)  # ascending: w[0] is the (k+1)-th largest
+    w, V = top_eigenpairs(H, k + 1, precision=precision)  # ascending: w[0] the (k+1)-th largest
     level, top = float(w[0]), float(w[-1])
-    if not level > H.shape[0] * 2.0**-52 * top:  # zero up to rounding: rank(H) <= k
+    eps = float(np.finfo(precision).eps)
+    if not level > H.shape[0] * eps * top:  # zero up to rounding: rank(H) <= k
         if low_rank == "none":
             return None
         raise ValueError(f"clip={k} leaves no curvature: the {k + 1}-th largest eigenvalue of "
@@ -288,6 +293,7 @@ def prox_prune(
     beta_start=None,
     beta_tail=None,
     beta_clip=None,
+    stop_fraction=None,
     verbose=None,
 ):
     """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2; FISTA by default).
@@ -378,6 +384,12 @@ def prox_prune(
     beta_tail : float, optional
         Growth factor once 98% of the groups are N:M; default the schedule's (paper:
         ``beta``, fast: 1.5).
+    stop_fraction : float, optional
+        Stop once at least this fraction of the groups is N:M (0 < stop_fraction <= 1) and
+        project the rest onto the pattern (``pattern.project``: the n largest magnitudes of
+        the last iterate; ``info["projected"]`` is then True). Default: the schedule's
+        (paper: 1.0, Alg. 2's stop; fast: 0.99, where the last 1% of the groups would take
+        lambda another factor ~10 and ~5 iterations, see :data:`SCHEDULES`).
     verbose : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
         layers with at least 2^20 weights
@@ -437,7 +449,8 @@ def prox_prune(
     if not isinstance(start, str) or start not in STARTS:
         raise ValueError(f"start must be one of {STARTS}, got {start!r}")
     given = {"momentum": momentum, "beta": beta, "beta_start": beta_start,
-             "beta_tail": beta_tail, "clip": clip, "beta_clip": beta_clip}
+             "beta_tail": beta_tail, "clip": clip, "beta_clip": beta_clip,
+             "stop_fraction": stop_fraction}
     chosen = {key: SCHEDULES[schedule][key] if value is None else value
               for key, value in given.items()}
     momentum, beta_clip = chosen["momentum"], chosen["beta_clip"]
@@ -479,7 +492,10 @@ def prox_prune(
     g = None  # gamma_max(Ht): the clipped steps take it from the eigenpairs
     if auto:  # measured for r_{N:M} only: on MiniLM the clipped steps made R0 and R1 worse
         clip, g = _auto_clip(Ht) if isinstance(reg, RNM) else (0, None)
-    clipped = clip_hessian(Ht, clip, low_rank="none" if auto else "raise") if clip else None
+    # the eigen solve in the precision of the steps: float32 weights round H_clip to float32
+    precision = "float32" if _dtype_name(dt) == "float32" else "float64"
+    clipped = (clip_hessian(Ht, clip, low_rank="none" if auto else "raise", precision=precision)
+               if clip else None)
     # The iterations use f's copy of the Hessian (in W's dtype) only, so each float64 d x d
     # array is let go as soon as the next one exists (each is 1.6 GB at d_in = 14336)
     if clipped is not None:
@@ -507,6 +523,7 @@ def prox_prune(
                             step=eta,
                             x0=x0, max_iter=max_iter, min_iter=min_iter,
                             pattern=pattern, tail_tol=tail_tol,
+                            stop_fraction=chosen["stop_fraction"],
                             momentum=None if momentum == "plain" else momentum,
                             beta_start=beta_start, beta_tail=beta_tail,
                             verbose=verbose, desc="prox")
@@ -527,7 +544,9 @@ def prox_prune(
         "beta_tail": res.info["beta_tail"], "momentum": momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"] / lam_scale,
         "eta": eta, "clip": clip, "clip_auto": auto,
+        "clip_precision": precision if clip else None,  # of the eigen solve
         "beta_clip": beta_clip if clip_growth else None,  # None: not applied
+        "stop_fraction": res.info["stop_fraction"],
         "rescale": bool(rescale),
         "prox_method": prox_method,
         "start": start,

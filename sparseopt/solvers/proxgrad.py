@@ -148,8 +148,9 @@ class _Buffers:
 
 
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
-                      max_iter=1000, min_iter=0, pattern=None, tail_tol=1e-4, momentum=None,
-                      beta_start=None, beta_tail=None, verbose=None, desc="prox"):
+                      max_iter=1000, min_iter=0, pattern=None, tail_tol=1e-4, stop_fraction=1.0,
+                      momentum=None, beta_start=None, beta_tail=None, verbose=None,
+                      desc="prox"):
     """x_{k+1} = prox_{lambda_k R}(y_k - step grad f(y_k)) with lambda_k = lam0 beta^k,
     y_k = x_k (plain proximal gradient) or the FISTA extrapolation of x_k.
 
@@ -183,6 +184,11 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         x outside the pattern is small: ||x - P(x)||_F <= tail_tol ||x||_F.
     tail_tol : float, default 1e-4
         See ``pattern``; not used for regularizers with an exact pattern.
+    stop_fraction : float, default 1.0
+        Stop also as soon as at least this fraction of the groups lies in ``pattern``
+        (0 < stop_fraction <= 1; below 1 it needs ``pattern``). The groups left are the
+        caller's to project: the last groups of a prox-pruning run decide only after lambda
+        has grown by another factor ~10 (``sparseopt.layer.prox.SCHEDULES``).
     momentum : {None, "fista"}, default None
         None: plain proximal gradient, y_k = x_k. ``"fista"``: Nesterov / FISTA
         extrapolation y_k = x_k + (t_{k-1} - 1) / t_k (x_k - x_{k-1}) with
@@ -212,11 +218,12 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         k = 1..K: ``objective`` and ``loss`` (both f(x_k), float64; computed with the
         gradient of the next step where that step is taken), ``lam`` (the lambda used to
         make x_k), ``nm_fraction`` (fraction of groups in ``pattern``, NaN without one),
-        ``time``; ``nit``; ``stop_reason`` (``"x in pattern"``, ``"tail <= tail_tol"`` or
-        ``"max_iter"``); ``info`` with ``lam0``, ``beta``, ``lam_final``, ``step``,
-        ``momentum``, ``restarts``. With ``momentum="fista"`` the ``objective`` entries
-        k < K are f(y_k), the value at the extrapolated point where the next gradient is
-        taken (f(x_k) would cost another product); the last entry is f(x_K).
+        ``time``; ``nit``; ``stop_reason`` (``"x in pattern"``, ``"tail <= tail_tol"``,
+        ``"nm_fraction >= stop_fraction"`` or ``"max_iter"``); ``info`` with ``lam0``,
+        ``beta``, ``lam_final``, ``step``, ``momentum``, ``restarts``, ``stop_fraction``.
+        With ``momentum="fista"`` the ``objective`` entries k < K are f(y_k), the value at
+        the extrapolated point where the next gradient is taken (f(x_k) would cost another
+        product); the last entry is f(x_K).
 
     Notes
     -----
@@ -243,6 +250,12 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     if min_iter > max_iter:
         raise ValueError(f"min_iter must be <= max_iter = {max_iter}, got {min_iter}")
     tail_tol = check_real(tail_tol, "tail_tol")
+    stop_fraction = check_real(stop_fraction, "stop_fraction", positive=True)
+    if stop_fraction > 1:
+        raise ValueError(f"stop_fraction must be in (0, 1], got {stop_fraction!r}")
+    if stop_fraction < 1 and pattern is None:
+        raise ValueError("stop_fraction < 1 needs a pattern (it is a fraction of groups in "
+                         "the pattern)")
     if momentum not in MOMENTA:
         raise ValueError(f"momentum must be one of {MOMENTA}, got {momentum!r}")
     growth = {}
@@ -272,6 +285,8 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
             else float(pattern.satisfied(z))
         if frac == 1.0:
             return frac, "x in pattern"
+        if frac >= stop_fraction:
+            return frac, "nm_fraction >= stop_fraction"
         if not exact:
             tail = float(xp.linalg.vector_norm(z - pattern.project(z)))
             if tail <= tail_tol * float(xp.linalg.vector_norm(z)):
@@ -342,5 +357,5 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     history["loss"] = history["objective"]
     info = {"lam0": lam0, "beta": beta, "beta_start": beta_start, "beta_tail": beta_tail,
             "lam_final": hist["lam"][-1] if k else lam0, "step": step, "momentum": momentum,
-            "restarts": restarts}
+            "restarts": restarts, "stop_fraction": stop_fraction}
     return SolverResult(x=x, history=history, nit=k, stop_reason=stop or "max_iter", info=info)

@@ -105,7 +105,7 @@ def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
     for rec, name in ((paper, "paper"), (fast, "fast")):  # the variant's options arrived
         assert rec.info["schedule"] == name
         schedule = SCHEDULES[name]
-        for key in ("momentum", "beta_start", "beta_tail"):
+        for key in ("momentum", "beta_start", "beta_tail", "stop_fraction"):
             if schedule[key] is not None:
                 assert rec.info[key] == schedule[key], key
         # the growth while the groups decide: beta_clip where the steps were clipped
@@ -113,7 +113,9 @@ def test_prox_paper_variant_runs_the_paper_schedule(tmp_path, minilm):
         clipped = rec.info["clip"] > 0 and schedule["beta_clip"] is not None
         assert rec.info["beta"] == schedule["beta_clip" if clipped else "beta"]
         assert rec.info["clip_auto"] == (schedule["clip"] == "auto")
-        assert rec.info["stop_reason"] == "W is N:M"
+        # the fast schedule may stop at 99% of the groups N:M and project the rest
+        assert rec.info["stop_reason"] == "W is N:M" or (
+            name == "fast" and rec.info["stop_reason"].startswith("nm_fraction >= stop_fraction"))
     assert fast.info["nit"] < paper.info["nit"]
 
 
