@@ -27,13 +27,15 @@ DEFAULT_MAX_ITER = 3000
 #: ``"paper"``: prox24-kubler Alg. 2 as published, plain proximal gradient with
 #: lambda_k = lambda_0 1.01^k, the reference for the paper's claims (the theory checks use it).
 #: ``"fast"`` (the default): FISTA momentum with gradient restart, lambda grown by 1.2 until
-#: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 for the last 2%; and
+#: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 from 98% on, and a stop
+#: at 99% (``stop_fraction``: the last 1% projected onto the pattern); and
 #: ``clip="auto"``: where the rescaled Hessian has outlier eigenvalues (:func:`auto_clip`),
 #: the steps use it with its min(96, d_in // 4) largest eigenvalues clipped and lambda
-#: grows by 1.25 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) it
-#: reaches the mask on the 36 MiniLM layers in 8x fewer iterations than ``"paper"`` and
-#: ends +GD within 0.5% of its local loss; with it in 28x fewer, at 0.55-0.99x of its loss
-#: (``benchmarks/prox_schedule.py``, ``docs/benchmarks.md``).
+#: grows by 1.25 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) and
+#: the stop it reaches the mask on the 36 MiniLM layers in 8x fewer iterations than
+#: ``"paper"`` and ends +GD within 0.5% of its local loss; the default does in 35x fewer
+#: (median 24 against 838), at 0.60-0.99x of its loss (``benchmarks/prox_schedule.py``,
+#: ``docs/benchmarks.md``).
 SCHEDULES = {
     "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None,
               "clip": 0, "beta_clip": None, "stop_fraction": 1.0},
@@ -370,7 +372,9 @@ def prox_prune(
         Default: the schedule's (fast: ``"auto"``, paper: 0). On all 36 MiniLM layers
         ``clip=96`` with ``beta_clip=1.25`` ends +1000 GD at 0.55-0.99x of the paper
         schedule's loss in 30 instead of 103 (fast, ``clip=0``) and 838 (paper) iterations
-        (median; ``benchmarks/prox_schedule.py``, ``docs/layer.md``).
+        (median, without the stop at 99%; ``benchmarks/prox_schedule.py``,
+        ``docs/layer.md``). The eigenpairs are solved in W's precision (float32 weights:
+        float32, ``info["clip_precision"]``; :func:`clip_hessian`).
     beta_clip : float, optional
         Growth factor while the groups decide when the steps are clipped (``clip`` > 0)
         and ``beta`` is not given: the larger steps keep up with a faster-moving minimiser.
