@@ -391,7 +391,12 @@ def test_conv1d_model_is_pruned_along_its_inputs():
 @pytest.mark.parametrize("method, options", [("prox", {"max_iter": 300}), ("sparsegpt", {})])
 def test_device_kernels_agree_with_the_core(method, options):
     """The path the adapter takes on CUDA (torch kernels, torch.linalg), run on CPU: same
-    masks, losses as the default CPU path (Numba kernels on NumPy views of the tensors)."""
+    masks, losses as the default CPU path (Numba kernels on NumPy views of the tensors).
+    For prox the weights agree to 1e-4 absolute (|W| ~ 0.02) and the losses to 1e-3
+    relative, not 1e-6 and 1e-4: its clipped steps take float32 eigenpairs (float32
+    weights) from torch.linalg on one path and from LAPACK through SciPy on the other,
+    which differ by float32 rounding, and 300 iterations carry that on (seen: 2.5e-5 and
+    1.5e-4; 1e-6 and 1e-4 held while both solved in float64). The masks agree exactly."""
     from sparseopt.backend import device_kernels
 
     batches = make_tiny_batches()
@@ -406,10 +411,11 @@ def test_device_kernels_agree_with_the_core(method, options):
     for a, b in zip(find_layers(got).values(), find_layers(ref).values()):
         Wa, Wb = get_weight(a), get_weight(b)
         assert torch.equal(Wa != 0, Wb != 0)
-        torch.testing.assert_close(Wa, Wb, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(Wa, Wb, rtol=1e-4, atol=1e-4 if method == "prox" else 1e-6)
+    rel = 1e-3 if method == "prox" else 1e-4
     for ra, rb in zip(res_t.records, res_np.records):
-        assert ra.rel_loss == pytest.approx(rb.rel_loss, rel=1e-4)
-        assert ra.rel_loss_gd == pytest.approx(rb.rel_loss_gd, rel=1e-4)
+        assert ra.rel_loss == pytest.approx(rb.rel_loss, rel=rel)
+        assert ra.rel_loss_gd == pytest.approx(rb.rel_loss_gd, rel=rel)
 
 
 def test_gd_step_is_computed_once_per_hessian_tensor(monkeypatch):
