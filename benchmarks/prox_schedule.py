@@ -15,7 +15,8 @@ Rows (every figure measured in this run, on this machine):
   (lambda_0 = 0.01, beta = 1.01, plain proximal gradient, prox24-kubler Alg. 2);
 - ``fista``: ``prune(method="prox")``, the default schedule ``"fast"``
   (``sparseopt.layer.prox.SCHEDULES``: FISTA momentum, ``beta_start=1.2, beta=1.055,
-  beta_tail=1.5``, :func:`sparseopt.solvers.proximal_gradient`; and ``clip="auto"``: on
+  beta_tail=1.5``, the stop at 99% of the groups N:M with the rest projected
+  (``stop_fraction=0.99``), :func:`sparseopt.solvers.proximal_gradient`; and ``clip="auto"``: on
   layers whose rescaled Hessian has outlier eigenvalues the steps clip the largest
   min(96, d_in // 4) and lambda grows by ``beta_clip=1.25``; the ``clip`` column says how
   many were clipped);
