@@ -164,7 +164,8 @@ def _largest_eigen(H, k: int, *, vectors: bool, precision="float64"):
         from scipy.sparse.linalg import eigsh  # only for large matrices
 
         out = eigsh(Hp, k=k, which="LA", tol=1e-10 if precision == "float64" else 0.0,
-                    v0=np.ones(d, dtype=precision) / np.sqrt(d), return_eigenvectors=vectors)
+                    v0=np.full(d, 1.0 / np.sqrt(d), dtype=precision),
+                    return_eigenvectors=vectors)
         w, V = out if vectors else (out, None)
         order = np.argsort(w)
         w, V = w[order], (V[:, order] if vectors else None)
