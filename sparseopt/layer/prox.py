@@ -392,8 +392,8 @@ def prox_prune(
         Stop once at least this fraction of the groups is N:M (0 < stop_fraction <= 1) and
         project the rest onto the pattern (``pattern.project``: the n largest magnitudes of
         the last iterate; ``info["projected"]`` is then True). Default: the schedule's
-        (paper: 1.0, Alg. 2's stop; fast: 0.99, where the last 1% of the groups would take
-        lambda another factor ~10 and ~5 iterations, see :data:`SCHEDULES`).
+        (paper: 1.0, Alg. 2's stop; fast: 0.99: the last 1% of the groups took 3-11 more
+        iterations on the MiniLM layers, see :data:`SCHEDULES` and ``docs/layer.md``).
     verbose : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
         layers with at least 2^20 weights
