@@ -24,8 +24,9 @@ Rows (every figure measured in this run, on this machine):
 
 Each is followed by ``--gd`` masked gradient steps (eq. 5, default 1000, the paper's), and
 SparseGPT also by 100. Cost is counted in units of one ``W @ H`` product on the same layer,
-in the layer's dtype (best of 5, measured here): the ``P`` columns are the method's own
-time until the N:M mask (``res.method_time``, before +GD) divided by it. A prox
+in the layer's dtype (the best of about 0.3 s of products, measured here): the ``P``
+columns are the method's own time until the N:M mask (``res.method_time``, before +GD)
+divided by it, for runs under 2 s the median of 3 runs (``mask_time``). A prox
 iteration costs one product (its gradient) plus the prox of every group, which on the
 MiniLM layers (d_in = 384) costs several products: iterations are printed separately. The losses are the local loss Tr((W - W*) H (W - W*)') relative to
 Tr(W* H W*'). What would make the claim of the issue fail: a ``fista/paper`` loss ratio
@@ -106,8 +107,24 @@ def run_layer(W, H, gd, start=None):
         rows[label] = {"rel_loss": res.rel_loss, "nit": res.nit, "seconds": seconds,
                        "clip": res.info.get("clip", 0),
                        "products": seconds / t_prod,
-                       "mask_products": res.method_time / t_prod}
+                       "mask_products": mask_time(W, H, method, opts, res) / t_prod}
     return t_prod, rows
+
+
+#: Runs of a method whose run until the mask is shorter than REPEAT_BELOW seconds: the
+#: ``P`` columns take their median (the unit is itself the best of many products).
+REPEATS = 3
+REPEAT_BELOW = 2.0
+
+
+def mask_time(W, H, method, opts, res):
+    """Seconds of the method until the mask (``res.method_time``, before +GD): where that
+    is under :data:`REPEAT_BELOW`, the median of it and ``REPEATS - 1`` more runs without
+    +GD (one run of a 384-wide MiniLM layer, ~60 ms, moved by up to 2x between runs)."""
+    times = [res.method_time]
+    if res.method_time < REPEAT_BELOW:
+        times += [prune(W, H, method=method, **opts).method_time for _ in range(REPEATS - 1)]
+    return float(np.median(times))
 
 
 def main(argv=None):

@@ -12,7 +12,6 @@ result; tensors on an accelerator use ``torch.linalg`` on their device.
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import numpy as np
 import scipy.linalg
@@ -39,49 +38,19 @@ FULL_EIG_SHARE = 6
 #: d = 768 even, at 1024 and above slower).
 ONE_THREAD_LAPACK_MAX = 512
 
-# The one-thread limit is process-wide: the first of the threads inside small_lapack sets it
-# and the last one out restores the counts found before (each thread restoring what it found
-# on entry would leave BLAS on one thread after interleaved calls).
-_BLAS_LOCK = threading.Lock()
-_BLAS_STATE = {"controller": None, "limiter": None, "inside": 0}
-
-
 def small_lapack(d: int):
     """Context for a dense LAPACK solve of a d x d matrix: BLAS limited to one thread when
-    ``d <= ONE_THREAD_LAPACK_MAX`` (threadpoolctl), nothing otherwise.
+    ``d <= ONE_THREAD_LAPACK_MAX`` (:func:`sparseopt.threads.one_blas_thread`), nothing
+    otherwise.
 
     Besides the speed, such a solve gives the same bits on any number of cores. The limit is
-    process-wide while it lasts (milliseconds): BLAS calls of other Python threads in that
-    window run on one thread too (slower, not different). Calls from several threads may
-    overlap; the thread counts are restored when the last of them ends. (OpenBLAS 0.3.31
-    does not always take a limit set from a thread other than the main one after the main
-    thread set its count: there the solve runs as before, on BLAS's threads.)"""
+    process-wide while it lasts (milliseconds); calls from several threads may overlap."""
+    from .threads import one_blas_thread
     from .validation import check_int
 
     if check_int(d, "d", minimum=0) > ONE_THREAD_LAPACK_MAX:
         return contextlib.nullcontext()
-    return _one_blas_thread()
-
-
-@contextlib.contextmanager
-def _one_blas_thread():
-    state = _BLAS_STATE
-    with _BLAS_LOCK:
-        if state["inside"] == 0:
-            if state["controller"] is None:  # inspecting the libraries costs ~0.3 ms: once
-                from threadpoolctl import ThreadpoolController
-
-                state["controller"] = ThreadpoolController()
-            state["limiter"] = state["controller"].limit(limits=1, user_api="blas")
-        state["inside"] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            state["inside"] -= 1
-            if state["inside"] == 0:
-                state["limiter"].restore_original_limits()
-                state["limiter"] = None
+    return one_blas_thread()
 
 
 def lambda_max(H) -> float:

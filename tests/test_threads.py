@@ -134,3 +134,36 @@ def test_small_lapack_restores_the_threads_after_overlapping_calls():
     assert 2 in outer.values()
     assert between == dict.fromkeys(outer, 1)
     assert after == outer
+
+
+def test_one_thread_and_small_lapack_share_one_limit():
+    """``one_thread`` (Numba and BLAS) and ``small_lapack`` (BLAS) go through the one
+    process-wide limit of ``sparseopt.threads.one_blas_thread``: blocks of either kind that
+    overlap, in any order, keep BLAS on one thread until the last of them ends, and give
+    back the counts found before the first. With a limit of its own (threadpoolctl's, which
+    restores what it found on entry), ``one_thread`` entered inside ``small_lapack`` and left
+    after it would leave BLAS on one thread ("after" fails)."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    from sparseopt.linalg import small_lapack
+    from sparseopt.threads import one_thread
+
+    numba_before = numba.get_num_threads()
+    with threadpool_limits(limits=2, user_api="blas"):
+        outer = _blas_threads()
+        lapack, block = small_lapack(8), one_thread()
+        lapack.__enter__()
+        block.__enter__()
+        inside_numba = numba.get_num_threads()
+        lapack.__exit__(None, None, None)
+        between = _blas_threads()
+        block.__exit__(None, None, None)
+        after = _blas_threads()
+        with pytest.raises(RuntimeError), one_thread():  # restored when the block raises
+            raise RuntimeError
+        after_raise = _blas_threads()
+    assert 2 in outer.values()
+    assert inside_numba == 1 and numba.get_num_threads() == numba_before
+    assert between == dict.fromkeys(outer, 1)
+    assert after == after_raise == outer
