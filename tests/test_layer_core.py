@@ -75,6 +75,17 @@ def random_layer(rng, d_out, d_in, n_samples=None, dtype=np.float64, corr=0.5):
     return W, H, X
 
 
+def powerlaw_layer(rng, d_out, d_in, alpha=1.5):
+    """A layer whose Hessian has the eigenvalues i^-alpha (random eigenvectors, random input
+    scales): a few stiff directions above a long tail, as on the MiniLM layers (after the
+    rescaling there, e.g. 12.6, 9.9, 8.8, ... against a median of 0.46), the case ``clip``
+    is for."""
+    Q, _ = np.linalg.qr(rng.standard_normal((d_in, d_in)))
+    H = (Q * np.arange(1, d_in + 1) ** -alpha) @ Q.T
+    s = rng.uniform(0.5, 2.0, d_in)
+    return rng.standard_normal((d_out, d_in)), H * s[:, None] * s[None, :]
+
+
 def assert_valid_result(res, W_star, H, pattern):
     """Common contract of every PruneResult."""
     assert isinstance(res, PruneResult)

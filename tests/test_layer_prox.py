@@ -14,10 +14,10 @@ from test_layer_core import (
     assert_valid_result,
     brute_force_layer,
     masked_optimum,
+    powerlaw_layer,
     random_layer,
     row_loss,
 )
-from test_layer_prox_clip import powerlaw_layer
 
 
 def test_prox_toy_problem_sec41_reaches_optimum():

@@ -16,18 +16,7 @@ from sparseopt.problems import correlated_hessian
 from sparseopt.linalg import DENSE_EIG_MAX, FULL_EIG_SHARE, top_eigenpairs
 from sparseopt.prox import prox_nm
 
-from test_layer_core import assert_valid_result, random_layer
-
-
-def powerlaw_layer(rng, d_out, d_in, alpha=1.5):
-    """A layer whose Hessian has the eigenvalues i^-alpha (random eigenvectors, random input
-    scales): a few stiff directions above a long tail, as on the MiniLM layers (after the
-    rescaling there, e.g. 12.6, 9.9, 8.8, ... against a median of 0.46), the case ``clip``
-    is for."""
-    Q, _ = np.linalg.qr(rng.standard_normal((d_in, d_in)))
-    H = (Q * np.arange(1, d_in + 1) ** -alpha) @ Q.T
-    s = rng.uniform(0.5, 2.0, d_in)
-    return rng.standard_normal((d_out, d_in)), H * s[:, None] * s[None, :]
+from test_layer_core import assert_valid_result, powerlaw_layer, random_layer
 
 
 @pytest.mark.parametrize("d", [40, DENSE_EIG_MAX + 76])
