@@ -349,8 +349,11 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
                 bar.set_postfix(lam=f"{hist['lam'][-1]:.3g}",
                                 loss=f"{hist['objective'][-1]:.4g}", nm=f"{frac:.3f}")
     if k > 0:  # as every other entry: value_and_grad's f (LayerLoss: one product in x's
-        # dtype, summed in float64; its float64 ``value`` costs 2-4 such products)
-        hist["objective"].append(objective.value_and_grad(x)[0])
+        # dtype, summed in float64; its float64 ``value`` costs 2-4 such products), by the
+        # loop's own path where it has buffers (the clipped loss: one product instead of two)
+        last = (objective.value_and_grad(x) if buffers is None
+                else objective.value_and_grad(x, out=buffers.take()))
+        hist["objective"].append(last[0])
     if bar is not None:
         bar.close()
     history = {key: np.asarray(v, dtype=np.float64) for key, v in hist.items()}
