@@ -30,7 +30,8 @@ def one_blas_thread():
     any of them lasts (BLAS calls of other threads in that window run on one thread too:
     slower, not different). (OpenBLAS 0.3.31 does not always take a limit set from a thread
     other than the main one after the main thread set its count: there the block runs on
-    BLAS's threads, as before.)
+    BLAS's threads, as before.) The BLAS libraries are looked up once, at the first call
+    (~0.3 ms): one loaded later (by another package) keeps its threads.
     """
     state = _BLAS_STATE
     with _BLAS_LOCK:
