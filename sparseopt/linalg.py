@@ -18,6 +18,7 @@ import scipy.linalg
 from numba import njit, prange
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
+from .threads import one_blas_thread
 
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
            "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
@@ -45,7 +46,6 @@ def small_lapack(d: int):
 
     Besides the speed, such a solve gives the same bits on any number of cores. The limit is
     process-wide while it lasts (milliseconds); calls from several threads may overlap."""
-    from .threads import one_blas_thread
     from .validation import check_int
 
     if check_int(d, "d", minimum=0) > ONE_THREAD_LAPACK_MAX:
