@@ -186,6 +186,10 @@ class Objective(ABC):
     grad_out : bool
         True when ``value_and_grad(w, out=g)`` can write the gradient into a NumPy array
         ``g`` (:class:`LayerLoss` on NumPy data); solver loops then reuse their arrays.
+    stationary_reference : bool
+        True when ``reference`` is a minimiser with zero gradient (:class:`LayerLoss`:
+        f(W*) = 0), so that a gradient step from it is the identity: a solver started there
+        may skip the first gradient (:func:`sparseopt.solvers.proximal_gradient` does).
     """
 
     shape: tuple
@@ -195,6 +199,8 @@ class Objective(ABC):
     affine_gradient = False
     #: True when value_and_grad takes ``out=`` (the gradient written into a NumPy array)
     grad_out = False
+    #: True when grad f(reference) = 0 (the reference is a minimiser)
+    stationary_reference = False
 
     @abstractmethod
     def value(self, w) -> float:
@@ -412,6 +418,7 @@ class LayerLoss(Objective):
     """
 
     affine_gradient = True
+    stationary_reference = True  # f(W*) = 0 and grad f(W*) = 2 (W* - W*) H = 0
 
     def __init__(self, W_star, H, *, check_psd: bool = True):
         if _is_tensor(W_star) or _is_tensor(H):

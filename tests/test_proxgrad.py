@@ -302,6 +302,44 @@ def test_fused_iteration_reproduces_the_plain_numpy_iterates(dtype, fista):
     np.testing.assert_allclose(res.history["objective"][:-1], losses, rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fista", [True, False])
+def test_start_at_the_minimiser_skips_the_first_product(dtype, fista, monkeypatch):
+    """From LayerLoss's reference W* (x0=None) the first iteration is the prox of W* with no
+    product: one product fewer than from an explicit start at W* (a copy, so the loop does
+    not know it is W*), and the same iterates, history and result bit for bit. An objective
+    that does not declare its reference a minimiser keeps the product."""
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((64, 256))
+    X[:32] += 0.7 * X[32:]
+    W = rng.standard_normal((24, 64)).astype(dtype)
+    f = LayerLoss(W, (X @ X.T / 256).astype(dtype), check_psd=False)
+    sched = dict(lam0=0.01, beta=1.055, beta_start=1.2, beta_tail=1.5,
+                 momentum="fista" if fista else None, pattern=NM(2, 4))
+    calls = []
+    step = LayerLoss.value_and_step
+
+    def counting_step(self, *args, **kwargs):
+        calls.append(1)
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(LayerLoss, "value_and_step", counting_step)
+    res = proximal_gradient(f, RNM(), **sched)
+    n_rest = len(calls)
+    calls.clear()
+    ref = proximal_gradient(f, RNM(), x0=W.copy(), **sched)
+    assert res.nit == ref.nit > 10
+    assert n_rest == len(calls) - 1 == res.nit - 1
+    assert _bits(res.x) == _bits(ref.x)
+    for key in ("objective", "lam", "nm_fraction"):
+        np.testing.assert_array_equal(res.history[key], ref.history[key])
+    assert res.info["restarts"] == ref.info["restarts"]
+    calls.clear()
+    monkeypatch.setattr(LayerLoss, "stationary_reference", False)
+    proximal_gradient(f, RNM(), **sched)
+    assert len(calls) == res.nit
+
+
 class _Plain:
     """A duck-typed regularizer (prox without ``out``): the loop must allocate as before."""
 

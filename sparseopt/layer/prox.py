@@ -214,6 +214,7 @@ class _ClippedLayerLoss:
         self._wide = None  # D [H_clip | Vs] of value_and_grad(out=), allocated at its first call
         self.shape, self.dtype, self.reference = self._f.shape, self._f.dtype, W_star
         self.grad_out = self._f.grad_out
+        self.stationary_reference = True  # L(W*) = 0 and both directions vanish at W*
 
     def value_and_grad(self, W, *, out=None):
         f = self._f
@@ -519,7 +520,7 @@ def prox_prune(
     # up with a faster-moving minimiser), unless beta is given
     clip_growth = beta is None and bool(clip) and beta_clip is not None
     beta = beta_clip if clip_growth else chosen["beta"]
-    x0, min_iter = Wt_star, 0
+    x0, min_iter = None, 0  # None: f's reference W*, where the first step is a pure prox
     if start != "dense":  # a warm start is N:M already: at least one step off it
         x0 = _warm_start(start, W, H, pattern) * xp.astype(s[None, :], dt)
         min_iter = min(max_iter, 1)

@@ -171,7 +171,11 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     step : float, optional
         Gradient step; default 1 / objective.lipschitz(). 0 makes every iteration a pure prox.
     x0 : array, optional
-        Start; default ``objective.reference`` (W* for LayerLoss). Not modified.
+        Start; default ``objective.reference`` (W* for LayerLoss). Not modified. From the
+        default start of an objective whose reference is a minimiser
+        (``objective.stationary_reference``, LayerLoss: grad f(W*) = 0) the first iteration
+        is the prox of the start itself, without a gradient (one product fewer; the same
+        iterate: the step of a zero gradient is the identity).
     max_iter : int, default 1000
         Iteration cap.
     min_iter : int, default 0
@@ -313,8 +317,16 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
                else None)
     # an objective that takes the gradient step in the pass of its value saves a pass
     stepper = buffers is not None and hasattr(objective, "value_and_step")
+    # started at a minimiser of f (LayerLoss at W*): the first gradient is 0, its step the
+    # identity, so the first iteration is a pure prox without the product (its f is not
+    # recorded either: the history's first entry is f(x_1))
+    at_rest = x0 is None and getattr(objective, "stationary_reference", False)
     while not stop and k < max_iter:
-        if buffers is None:
+        if k == 0 and at_rest:
+            f_y = None
+            x_new = (regularizer.prox(y, lam) if buffers is None
+                     else regularizer.prox(y, lam, out=buffers.take()))
+        elif buffers is None:
             f_y, g = objective.value_and_grad(y)
             x_new = regularizer.prox(_gradient_step(y, g, step), lam)
         elif stepper:
