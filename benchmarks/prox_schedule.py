@@ -77,11 +77,22 @@ def minilm_layers(select, model=None):
 
 def product_time(W, H):
     """Seconds of one ``W @ H`` in W's dtype, the cost unit of the tables: the best of about
-    0.3 s of products (a 384 x 384 product takes ~0.6 ms, and the best of 5 moved the
-    products column by up to 40% between runs)."""
+    0.3 s of products (a 384 x 384 product takes ~0.4 ms, and the best of 5 moved the
+    products column by up to 40% between runs), each into one preallocated result, as the
+    prox loop's products are. (A fresh result of 384 x 384 float32, 590 KB, is mapped and
+    faulted in anew at each product while glibc's mmap threshold is at its start value,
+    128 KB, which it is in a fresh process until a larger array is freed: 0.60 instead of
+    0.44 ms, which made the first layer of a run look 35% cheaper in products.)"""
     dev = None if isinstance(W, np.ndarray) else W.device
     Hw = H.astype(W.dtype) if dev is None else H.to(W.dtype)
-    product = synced(lambda: W @ Hw, dev)
+    out = W @ Hw
+    if dev is None:
+        def product():
+            return np.matmul(W, Hw, out=out)
+    else:
+        import torch
+
+        product = synced(lambda: torch.matmul(W, Hw, out=out), dev)
     product()  # warm-up (on a GPU the first product also loads the BLAS kernels)
     t0 = time.perf_counter()
     product()
