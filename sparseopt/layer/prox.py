@@ -434,6 +434,8 @@ def prox_prune(
     prox's input checks, the count of N:M groups and (FISTA) the extrapolation. For NumPy
     W the loss, the gradient step and the extrapolation with its restart test are fused
     Numba passes with the rounding of the NumPy expressions (``docs/layer.md``, issue 12).
+    The first iteration from W* (``start="dense"``) is the prox alone: the gradient at W*
+    is zero, so it takes no product.
 
     References
     ----------
