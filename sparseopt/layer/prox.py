@@ -195,6 +195,8 @@ class _ClippedLayerLoss:
     that matrix (the LayerLoss sees a view of it).
     """
 
+    stationary_reference = True  # L(W*) = 0 and both directions vanish at W*
+
     def __init__(self, W_star, H_clip, V, c, dtype):
         from ..objectives import LayerLoss, _loss_and_gradient, _loss_and_step
 
@@ -214,7 +216,6 @@ class _ClippedLayerLoss:
         self._wide = None  # D [H_clip | Vs] of value_and_grad(out=), allocated at its first call
         self.shape, self.dtype, self.reference = self._f.shape, self._f.dtype, W_star
         self.grad_out = self._f.grad_out
-        self.stationary_reference = True  # L(W*) = 0 and both directions vanish at W*
 
     def value_and_grad(self, W, *, out=None):
         f = self._f

@@ -322,8 +322,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     # recorded either: the history's first entry is f(x_1))
     at_rest = x0 is None and getattr(objective, "stationary_reference", False)
     while not stop and k < max_iter:
-        if k == 0 and at_rest:
-            f_y = None
+        if k == 0 and at_rest:  # (no f to record: the history starts at f(x_1))
             x_new = (regularizer.prox(y, lam) if buffers is None
                      else regularizer.prox(y, lam, out=buffers.take()))
         elif buffers is None:
