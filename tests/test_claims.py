@@ -41,8 +41,42 @@ def test_table_marks_unrecorded_and_failed_claims():
         pytest.skip("no claim is registered to a check yet")
     first = claims[0]
     table = claims_table({first.id: (first.check, "0.5 <= 1", False)})
-    assert "| 0.5 <= 1 | FAIL |" in table
+    assert "| 0.5 <= 1 | FAILED |" in table
     assert table.count("| MISSING |") == len(claims) - 1
+
+
+def test_status_is_the_outcome_of_a_passing_check():
+    """A refuted claim whose check found its counterexample reads REFUTED, never CONFIRMED; a
+    failing check reads FAILED whatever the outcome; the summary counts each status."""
+    from theory_checks.claims import claim_status, status_counts, summary_table
+
+    by_outcome = {}
+    for c in all_claims():
+        if c.check:
+            by_outcome.setdefault(c.outcome, c)
+    for outcome, c in by_outcome.items():
+        assert claim_status(c, {c.id: (c.check, "fig", True)}) == ("fig", outcome)
+        assert claim_status(c, {c.id: (c.check, "fig", False)}) == ("fig", "FAILED")
+        assert claim_status(c, {}) == ("not recorded", "MISSING")
+    assert "REFUTED" in by_outcome
+    ref = by_outcome["REFUTED"]
+    table = claims_table({ref.id: (ref.check, "found", True)})
+    row = next(line for line in table.splitlines() if "| found |" in line)
+    assert row.endswith("| REFUTED |") and "**Counterexample:**" in row
+    counts = status_counts({ref.id: (ref.check, "found", True)})
+    assert counts[ref.paper]["REFUTED"] >= 1
+    assert sum(sum(v.values()) for v in counts.values()) == len(all_claims())
+    assert f"| {ref.paper} |" in summary_table({})
+
+
+def test_outcomes_need_a_finding_and_timed_needs_a_check():
+    with pytest.raises(ValueError, match="finding"):
+        Claim("x", "maiht-wen", "Lemma 1", "s", check="paths", outcome="REFUTED")
+    with pytest.raises(ValueError, match="outcome"):
+        Claim("x", "maiht-wen", "Lemma 1", "s", check="paths", outcome="PASS")
+    with pytest.raises(ValueError, match="timed"):
+        Claim("x", "maiht-wen", "Lemma 1", "s", test="tests/test_claims.py", timed=True)
+    assert Claim("x", "maiht-wen", "Lemma 1", "s", reason="r").outcome == "NOT CHECKABLE"
 
 
 def test_update_reruns_some_checks_and_keeps_the_other_figures(tmp_path):

@@ -17,19 +17,12 @@ import pytest
 
 import sparseopt.prox as prox_pkg
 import sparseopt.prox.pgd as pgd_mod
-from sparseopt.threads import one_thread
-from theory_checks._report import take_claims
+from theory_checks._testing import run_quick
 
 
 def _run_broken(name, tmp_path):
     """Run check ``name`` in quick mode; return (ok, {claim id: passed})."""
-    module = importlib.import_module(f"theory_checks.check_{name}")
-    take_claims()
-    try:
-        with one_thread():
-            ok = module.run(str(tmp_path), quick=True)
-    finally:
-        got = take_claims()
+    ok, got = run_quick(name, tmp_path)
     return ok, {cid: passed for cid, (_, passed) in got.items()}
 
 
@@ -220,22 +213,6 @@ def test_table1_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     assert got["liu-table1-alm-ipm"] is True
 
 
-def test_table1_fails_for_a_slow_alm(monkeypatch, tmp_path):
-    # an ALM that also runs PGD costs at least PGD's time: PGD > ALM no longer holds
-    orig = prox_pkg.prox_nm
-
-    def broken(y, lam, n=2, m=4, *, method="alm", **kw):
-        if method == "alm":
-            orig(y, lam, n, m, method="pgd")
-        return orig(y, lam, n, m, method=method, **kw)
-
-    monkeypatch.setattr(prox_pkg, "prox_nm", broken)
-    ok, got = _run_broken("table1", tmp_path)
-    assert ok is False
-    assert got["liu-table1-runtime"] is False
-    assert got["liu-table1-alm-ipm"] is True
-
-
 def test_table1_fails_when_reference_objective_is_wrong(monkeypatch, tmp_path):
     # the check's own objective with lam doubled: solvers and reference agree with each other
     # under it, but the certificate (its own objective) refuses the reference points
@@ -248,7 +225,9 @@ def test_table1_fails_when_reference_objective_is_wrong(monkeypatch, tmp_path):
     assert got["liu-table1-alm-ipm"] is False
 
 
-# --- maiht_accel_rate (Thm 3.4 (2)) and maiht_time (Table 6) -------------------------------
+# --- maiht_accel_rate (Thm 3.4 (2)) ------------------------------------------------------
+# (the timed claims, table1's runtime and maiht_time's Table 6, have no mutation test: whether a
+# slowed implementation fails them depends on the machine and its load)
 
 
 def _patch_maiht(monkeypatch, change):
@@ -276,33 +255,6 @@ def test_maiht_accel_rate_fails_with_another_step(monkeypatch, tmp_path):
     ok, got = _run_broken("maiht_accel_rate", tmp_path)
     assert ok is False
     assert got["maiht-thm34-2"] is False
-
-
-def test_maiht_time_fails_for_quadratic_cost(monkeypatch, tmp_path):
-    # every gradient call also re-evaluates the loss once per four earlier calls of the run
-    # (work over the whole history): the time per iteration grows with k
-    import sparseopt.objectives as objectives
-    import sparseopt.solvers as solvers
-
-    calls = [0]
-    orig_vg = objectives.LayerLoss.value_and_grad
-    orig_maiht = solvers.maiht
-
-    def value_and_grad(self, w):
-        calls[0] += 1
-        for _ in range(calls[0] // 4):
-            self.value(w)
-        return orig_vg(self, w)
-
-    def maiht(f, **kw):
-        calls[0] = 0
-        return orig_maiht(f, **kw)
-
-    monkeypatch.setattr(objectives.LayerLoss, "value_and_grad", value_and_grad)
-    monkeypatch.setattr(solvers, "maiht", maiht)
-    ok, got = _run_broken("maiht_time", tmp_path)
-    assert ok is False
-    assert got["maiht-table6-linear"] is False
 
 
 # --- maiht_risk (Thm 3.6 / 3.8) ---------------------------------------------------------------

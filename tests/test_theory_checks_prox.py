@@ -4,25 +4,19 @@ Quick mode shrinks the problem sizes, not the pass criteria; the full sizes run 
 ``python -m theory_checks``.
 """
 
-import importlib
-
 import pytest
+
+from theory_checks._testing import assert_quick_run_holds, run_quick
 
 CHECKS = ["paths", "lemma10", "table1", "conjecture9", "scale_covariance", "alm_decrease", "r0m_soft"]
 
 
 @pytest.mark.parametrize("name", CHECKS)
-def test_check_passes_quick(name, tmp_path, capsys):
-    module = importlib.import_module(f"theory_checks.check_{name}")
-    ok = module.run(str(tmp_path), quick=True)
-    from theory_checks._report import take_claims
-    from theory_checks.claims import missing_claims
-
-    assert missing_claims(name, take_claims()) == []  # every claim registered to it was recorded
-    out = capsys.readouterr().out
-    assert f"PASS: {name}" in out, out[-3000:]
-    assert ok is True
-    assert list(tmp_path.glob("*.png")), "the check saved no plot"
+def test_check_passes_quick(name, tmp_path):
+    """Every claim but the timed ones (``table1``'s runtime claim: run and printed, never
+    asserted, ``theory_checks._testing``)."""
+    ok, got = run_quick(name, tmp_path)
+    assert_quick_run_holds(name, ok, got, tmp_path)
 
 
 def test_lemma10_thresholds_formulas():

@@ -49,7 +49,7 @@ CLAIMS: list[Claim] = [
           check="maiht_accel_rate"),
     Claim("maiht-table6-linear", PAPER, "App. D, Table 6",
           "mAIHT's runtime scales approximately linearly with the number of iterations.",
-          check="maiht_time"),
+          check="maiht_time", timed=True),
     Claim("maiht-thm36", PAPER, "Theorem 3.6, Corollary 3.7",
           "If delta_{s*+s}(I_{d2} x sqrt(alpha) X) <= tau < 1/2 and s* = ||W*||_0 >= s, the IHT iterates "
           "satisfy R(W^k) <= C^2 min_{||W||_0 <= s} R(W) + O(1/(1 - 2 tau)) (2 delta_{s*+s})^(k-K) + "

@@ -51,5 +51,10 @@ CLAIMS: list[Claim] = [
           check="appc_regularizers"),
     Claim("kubler-appc-faster", PAPER, "App. C, Table 2",
           "The closed-form proxes of R_0, R_1, R_2 are significantly faster than the r_{2:4} prox.",
+          check="appc_regularizers", timed=True),
+    Claim("kubler-appc-closed-form", PAPER, "App. C, eq. (28), (29)",
+          "The prox of lam R_k (k = 0, 1, 2) keeps the N largest |z_i| of each group and applies the "
+          "scalar prox of h_k (hard threshold at sqrt(2 lam), soft threshold at lam, shrinkage "
+          "1 / (1 + lam)) to the others.",
           check="appc_regularizers"),
 ]

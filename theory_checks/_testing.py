@@ -1,0 +1,46 @@
+"""What the test suite asserts about a quick run of a theory check.
+
+A quick run must hold on any machine under any load, so the tests assert every claim of a
+check except those about wall-clock time (``Claim.timed``, e.g. "the closed-form prox is
+>= 2x faster"): their figure and status are printed and recorded, and ``python -m
+theory_checks`` reports them, but a test never asserts them.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from theory_checks._report import take_claims
+from theory_checks.claims import missing_claims, timed_claims
+
+
+def run_quick(name: str, out_dir) -> tuple[bool, dict]:
+    """Run check ``name`` in quick mode, single-threaded; return (its verdict, {claim id:
+    (figure, passed)} as it recorded them)."""
+    from sparseopt.threads import one_thread
+
+    module = importlib.import_module(f"theory_checks.check_{name}")
+    take_claims()
+    try:
+        with one_thread():
+            ok = module.run(str(out_dir), quick=True)
+    finally:
+        got = take_claims()
+    return ok, got
+
+
+def assert_quick_run_holds(name: str, ok: bool, got: dict, out_dir) -> None:
+    """The machine-independent part of a passing quick run: every claim registered to
+    ``name`` recorded, every claim that is not timed passed, a verdict of False only when a
+    timed claim failed, and a plot saved into ``out_dir``."""
+    import pathlib
+
+    assert got, f"{name} recorded no claim"
+    assert missing_claims(name, got) == [], f"{name} did not record {missing_claims(name, got)}"
+    timed = timed_claims()
+    failed = {cid: fig for cid, (fig, passed) in got.items() if not passed and cid not in timed}
+    assert not failed, f"{name}: claims failed: {failed}"
+    if not ok:
+        assert any(not passed for cid, (_, passed) in got.items() if cid in timed), (
+            f"{name} failed, yet every claim it recorded passed")
+    assert list(pathlib.Path(out_dir).glob("*.png")), f"{name} saved no plot"
