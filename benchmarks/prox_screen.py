@@ -9,8 +9,8 @@ Usage::
 For each layer size and schedule, ``prune(W, H, method="prox", schedule=...)`` runs once on
 a random float32 W with a correlated H (``sparseopt.problems.correlated_hessian``) while
 the inputs of its prox calls are recorded (``--keep`` to twice that many, evenly spaced
-along the path). Then ``_run_groups`` (what ``prox_nm`` calls) with the certificate and without
-it (``screen=False``) run on those inputs in interleaved rounds, and the best of
+along the path). Then ``enum_alm_rows`` (what ``prox_nm`` calls) with the certificate and
+without it (``screen=False``) run on those inputs in interleaved rounds, and the best of
 ``--repeat`` rounds is printed per third of the path, with the share of groups certified
 and the ratio screened / unscreened (below 1: the certificate saves time). Both give the
 same output bits (checked here on every recorded input; the tests check it on adversarial
@@ -28,7 +28,7 @@ import numpy as np
 import sparseopt.prox as prox_module
 from _timing import best_times, parse_size  # noqa: E402
 from sparseopt import prune
-from sparseopt.prox.alm import _run_groups, certified_two_sparse_numpy, default_tol
+from sparseopt.prox.alm import certified_two_sparse_numpy, default_tol, enum_alm_rows
 from sparseopt.problems import correlated_hessian
 
 
@@ -39,7 +39,7 @@ def record_path(d_out, d_in, schedule, keep):
     W = rng.standard_normal((d_out, d_in)).astype(np.float32)
     H = correlated_hessian(d_in, seed=1)
     calls, seen, stride = [], [0], [1]  # every stride-th call; the stride doubles as needed
-    inner = prox_module._run_groups
+    inner = prox_module.enum_alm_rows
 
     def recording(y2d, lam, *args, **kwargs):
         if seen[0] % stride[0] == 0:
@@ -50,11 +50,11 @@ def record_path(d_out, d_in, schedule, keep):
         seen[0] += 1
         return inner(y2d, lam, *args, **kwargs)
 
-    prox_module._run_groups = recording  # the benchmark's probe; restored below
+    prox_module.enum_alm_rows = recording  # the benchmark's probe; restored below
     try:
         res = prune(W, H, method="prox", schedule=schedule, refine_steps=0, verbose=False)
     finally:
-        prox_module._run_groups = inner
+        prox_module.enum_alm_rows = inner
     return calls, res.nit
 
 
@@ -63,7 +63,7 @@ def compare(calls, repeat):
     tol = default_tol(calls[0][0].dtype)
 
     def run(screen):
-        return lambda: [_run_groups(y, lam, 2, tol, 10_000, screen=screen)
+        return lambda: [enum_alm_rows(y, lam, 2, tol, 10_000, screen=screen)
                         for y, lam in calls]
 
     for (y, lam), a, b in zip(calls, run(True)(), run(False)()):

@@ -207,13 +207,13 @@ def test_sorted_kernel_matches_full_kernel():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_scalar_2_4_kernel_matches_generic_kernel(dtype):
     """The 2:4 scalar kernel and the generic N:M kernel run the same algorithm."""
-    from sparseopt.prox.alm import _run_groups
+    from sparseopt.prox.alm import enum_alm_rows
 
     rng = np.random.default_rng(13)
     Y = _adversarial(4, dtype, rng)
     for lam in [0.05, 0.3, 0.9, 4.0]:
-        w_fast, it_fast, _ = _run_groups(Y, lam, 2, 1e-12, 10000)
-        w_gen, it_gen, _ = _run_groups(Y, lam, 2, 1e-12, 10000, generic=True)
+        w_fast, it_fast, _ = enum_alm_rows(Y, lam, 2, 1e-12, 10000)
+        w_gen, it_gen, _ = enum_alm_rows(Y, lam, 2, 1e-12, 10000, generic=True)
         assert w_fast.dtype == dtype
         atol = 1e-12 if dtype == np.float64 else 1e-6
         np.testing.assert_allclose(w_fast, w_gen, rtol=0, atol=atol)
@@ -339,15 +339,15 @@ def test_2_4_exact_cuts_change_nothing(dtype):
     positive definite Hessian (``_dense_cannot_win``). The cuts must return bit for bit what
     the kernel returns without them, on every regime of lam and on ties, zeros and signs,
     and they must actually skip solves."""
-    from sparseopt.prox.alm import _run_groups
+    from sparseopt.prox.alm import enum_alm_rows
 
     rng = np.random.default_rng(31)
     Y = np.concatenate([rng.standard_normal((3000, 4)), _adversarial(4, np.float64, rng)])
     Y = Y.astype(dtype)
     skipped = 0
     for lam in [0.02, 0.1, 0.3, 1.0, 3.0]:
-        w_cut, it_cut, _ = _run_groups(Y, lam, 2, 1e-12, 10000)
-        w_all, it_all, _ = _run_groups(Y, lam, 2, 1e-12, 10000, cuts=False)
+        w_cut, it_cut, _ = enum_alm_rows(Y, lam, 2, 1e-12, 10000)
+        w_all, it_all, _ = enum_alm_rows(Y, lam, 2, 1e-12, 10000, cuts=False)
         np.testing.assert_array_equal(w_cut, w_all)
         np.testing.assert_array_equal(np.signbit(w_cut), np.signbit(w_all))
         assert np.all(it_cut <= it_all)
@@ -643,12 +643,12 @@ def test_two_sparse_certificate_changes_nothing(dtype):
     Y = (rng.permuted(Y, axis=1) * rng.choice([-1.0, 1.0], Y.shape)).astype(dtype)
     certified_some = False
     for lam in [0.05, 0.3, 1.0, 3.0]:
-        w, it, _ = alm._run_groups(Y, lam, 2, 1e-12, 10000)
-        w0, it0, _ = alm._run_groups(Y, lam, 2, 1e-12, 10000, screen=False)
+        w, it, _ = alm.enum_alm_rows(Y, lam, 2, 1e-12, 10000)
+        w0, it0, _ = alm.enum_alm_rows(Y, lam, 2, 1e-12, 10000, screen=False)
         np.testing.assert_array_equal(w, w0)
         np.testing.assert_array_equal(np.signbit(w), np.signbit(w0))
         Z = Y.copy()
-        alm._run_groups(Z, lam, 2, 1e-12, 10000, out=Z)
+        alm.enum_alm_rows(Z, lam, 2, 1e-12, 10000, out=Z)
         np.testing.assert_array_equal(Z, w0)
         np.testing.assert_array_equal(np.signbit(Z), np.signbit(w0))
         assert np.all(it <= it0)

@@ -54,7 +54,7 @@ def test_group_by_group_equals_the_chunked_kernel(dtype, lam, cuts, screen):
     on one side only)."""
     Y = _groups(dtype, seed=int(lam * 100))
     tol = alm.default_tol(np.dtype(dtype).name)
-    w, sweeps, maxed = alm._run_groups(Y, lam, 2, tol, 10000, cuts=cuts, screen=screen)
+    w, sweeps, maxed = alm.enum_alm_rows(Y, lam, 2, tol, 10000, cuts=cuts, screen=screen)
     out = np.empty_like(Y)
     sw = np.zeros(len(Y), np.int64)
     mx = np.zeros(len(Y), np.bool_)
@@ -77,7 +77,7 @@ def test_group_by_group_counts_nonfinite_groups_and_max_iter():
     assert alm._run_groups_one_by_one(Y, 0.3, 1e-12, 10000, out, sw, mx, True, True) == 3
     # max_iter = 1: the flags and clipped sweep counts equal the chunked kernel's
     Z = _groups(np.float64, seed=4, count=600)
-    w, sweeps, maxed = alm._run_groups(Z, 0.3, 2, 1e-12, 1, screen=False)
+    w, sweeps, maxed = alm.enum_alm_rows(Z, 0.3, 2, 1e-12, 1, screen=False)
     assert maxed.any()
     alm._run_groups_one_by_one(Z, 0.3, 1e-12, 1, out, sw, mx, True, False)
     np.testing.assert_array_equal(mx, maxed)
@@ -100,7 +100,7 @@ _SIMULATED = textwrap.dedent("""
         Y[23, 0] = np.inf
         for lam, screen in ((0.3, False), (2.0, True)):
             tol = alm.default_tol(np.dtype(dtype).name)
-            w, sweeps, maxed = alm._run_groups(Y, lam, 2, tol, 10000, screen=screen)
+            w, sweeps, maxed = alm.enum_alm_rows(Y, lam, 2, tol, 10000, screen=screen)
             out = cuda.device_array_like(Y)
             sw = cuda.device_array(300, np.int64)
             mx = cuda.device_array(300, np.bool_)
@@ -175,7 +175,7 @@ def test_cuda_kernel_on_a_gpu_agrees_with_the_cpu_kernel(dtype):
     Y = _groups(dtype, seed=7, count=200_000)
     tol = alm.default_tol(np.dtype(dtype).name)
     for lam in (0.02, 0.3, 2.0):
-        w, _, maxed = alm._run_groups(Y, lam, 2, tol, 10000)
+        w, _, maxed = alm.enum_alm_rows(Y, lam, 2, tol, 10000)
         out = cuda.device_array_like(Y)
         sw = cuda.device_array(len(Y), np.int64)
         mx = cuda.device_array(len(Y), np.bool_)

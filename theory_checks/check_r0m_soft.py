@@ -9,7 +9,7 @@ method, so comparing it with the formula alone would test one transcription agai
 another. The references here are independent of that closed form:
 
 1. the general N:M solver forced through n = 0: the EnumALM kernel on the signed, unsorted
-   groups (``alm._run_groups(y, lam, 0, ...)``, its own Lemma 3 reduction, support
+   groups (``alm.enum_alm_rows(y, lam, 0, ...)``, its own Lemma 3 reduction, support
    enumeration and alternating soft-thresholding with e_0 = 1) and on sorted groups
    (``enum_alm_sorted(z, lam, 0, ...)``);
 2. the multi-start brute force ``prox_bruteforce(y, lam, NM(0, M))`` (L-BFGS-B on
@@ -59,7 +59,7 @@ def soft(y, lam):
 
 def run(out_dir, quick=False):
     from sparseopt.prox import prox_nm
-    from sparseopt.prox.alm import _run_groups, enum_alm_sorted
+    from sparseopt.prox.alm import enum_alm_rows, enum_alm_sorted
     from sparseopt.prox.reference import prox_bruteforce
 
     header(NAME, "prox of lam r_{0:M} = lam ||.||_1 is soft-thresholding sign(y) max(|y| - lam, 0)")
@@ -83,7 +83,7 @@ def run(out_dir, quick=False):
                         # the general solver with n = 0, on the float64 input (it computes in
                         # float64 for both dtypes)
                         y64 = np.ascontiguousarray(y.astype(np.float64))
-                        ref, _, _ = _run_groups(y64, lam, 0, 1e-14, 10_000)
+                        ref, _, _ = enum_alm_rows(y64, lam, 0, 1e-14, 10_000)
                         e_kernel = max(e_kernel, float(np.max(np.abs(w64 - ref))))
                         e_formula = max(e_formula, float(np.max(np.abs(w64 - soft(y64, lam)))))
                 except ValueError as exc:
@@ -107,7 +107,7 @@ def run(out_dir, quick=False):
     for lam in LAMS:
         w = enum_alm_sorted(z, lam, 0, 1e-14, 1000)
         kernel_err = max(kernel_err, float(np.max(np.abs(w - soft(z, lam)))))
-        w, _, _ = _run_groups(np.ascontiguousarray(z), lam, 0, 1e-14, 1000)
+        w, _, _ = enum_alm_rows(np.ascontiguousarray(z), lam, 0, 1e-14, 1000)
         kernel_err = max(kernel_err, float(np.max(np.abs(w - soft(z, lam)))))
     figure("ALM kernels with n=0 vs formula", f"{kernel_err:.1e}")
     l1_err = float(np.max(np.abs(r_nm_groups(z, NM(0, 4))[..., 0] - np.abs(z).sum(axis=1))))

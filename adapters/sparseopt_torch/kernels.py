@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from sparseopt.backend import register_kernel
-from sparseopt.prox.alm import DEFAULT_MAX_ITER, _run_groups, default_tol
+from sparseopt.prox.alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
 from sparseopt.validation import check_float_array, check_int, check_real
 
 __all__ = ["prox24", "sparsegpt_sweep"]
@@ -45,11 +45,11 @@ __all__ = ["prox24", "sparsegpt_sweep"]
 
 
 def _host_kernel(rows, lam, tol, max_iter):
-    """The core's 2:4 EnumALM kernel (``sparseopt.prox.alm._run_groups``) on a host copy of
+    """The core's 2:4 EnumALM kernel (``sparseopt.prox.alm.enum_alm_rows``) on a host copy of
     the groups ``rows`` (G, 4) (a view for a contiguous CPU tensor); (w, sweeps, maxed) come
     back on the rows' device, w in their dtype (the kernel computes in float64 and rounds a
     float32 result once)."""
-    w, sweeps, maxed = _run_groups(np.ascontiguousarray(rows.cpu().numpy()), lam, 2, tol,
+    w, sweeps, maxed = enum_alm_rows(np.ascontiguousarray(rows.cpu().numpy()), lam, 2, tol,
                                    max_iter)
     dev = rows.device
     return (torch.from_numpy(w).to(dev), torch.from_numpy(sweeps).to(dev),

@@ -21,7 +21,7 @@ import numpy as np
 from ..backend import register_kernel
 from ..patterns import check_finite
 from ..validation import check_out
-from .alm import DEFAULT_MAX_ITER, _run_groups, default_tol
+from .alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
 from .certify import Certificate, certify  # imports CVXPY only when called
 from .closed_form import prox_r0m, prox_r1m
 
@@ -158,7 +158,7 @@ def _prox_nm_valid(y, lam, n, m, method, tol, max_iter, out, *, name):
         tol = default_tol(y.dtype) if tol is None else tol
         max_iter = DEFAULT_MAX_ITER if max_iter is None else max_iter
         g = np.ascontiguousarray(y.reshape(-1, m))
-        w, _, maxed = _run_groups(g, lam, n, tol, max_iter,
+        w, _, maxed = enum_alm_rows(g, lam, n, tol, max_iter,
                                   out=None if out is None else out.reshape(-1, m), name=name)
         if np.any(maxed):
             warnings.warn(

@@ -67,6 +67,7 @@ from ..simd import inline_in_llvm, wide_vectors
 from ..validation import _FINITE_MAX, check_finite, check_real  # |v| <= _FINITE_MAX: finite
 
 __all__ = [
+    "enum_alm_rows",
     "enum_alm_sorted",
     "enum_alm_numpy",
     "alm_trace",
@@ -1555,9 +1556,15 @@ def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts, screen):
 # --------------------------------------------------------------------------------------
 
 
-def _run_groups(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True,
+def enum_alm_rows(y2d, lam, n, tol, max_iter, *, generic=False, presorted=False, cuts=True,
                 screen=True, out=None, name=None):
-    """Run the kernel on a C-contiguous (G, m) float array; returns (w, sweeps, maxed).
+    """EnumALM on every row of a C-contiguous (G, m) float array (one group per row):
+the kernel behind :func:`sparseopt.prox.prox_nm` and the torch adapter's host kernel,
+without ``prox_nm``'s argument checks. Returns (w, sweeps, maxed): w like ``y2d``, the ALM
+sweeps of each group (int64) and whether a candidate of the group reached ``max_iter``.
+
+``lam``, ``n``, ``tol``, ``max_iter`` as in ``prox_nm`` (``tol`` required: see
+:func:`default_tol`; ``max_iter``: :data:`DEFAULT_MAX_ITER`).
 
     ``name``: raise ValueError naming it if ``y2d`` holds NaN or Inf. Into a fresh result
     the 2:4 kernel counts such groups in its own pass over the input (no pass of its own
@@ -1640,7 +1647,7 @@ def enum_alm_sorted(z, lam, n, tol, max_iter, *, return_info=False):
         raise ValueError(f"n must satisfy 0 <= n < m={m}, got {n}")
     if z.size and (np.any(z < 0) or np.any(np.diff(z, axis=1) > 0)):
         raise ValueError("z must be non-negative and sorted descending along axis 1")
-    out, sweeps, maxed = _run_groups(np.ascontiguousarray(z), lam, n, tol, max_iter,
+    out, sweeps, maxed = enum_alm_rows(np.ascontiguousarray(z), lam, n, tol, max_iter,
                                      presorted=True)
     if return_info:
         return out, {"n_iter": sweeps, "max_iter_reached": maxed}

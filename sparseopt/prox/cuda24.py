@@ -94,7 +94,7 @@ def prox24_cuda(y, lam, tol, max_iter, out, sweeps, maxed, *, cuts=True, screen=
     maxed : CUDA array, shape (G,), bool
         Receives whether a candidate of the group reached ``max_iter``.
     cuts, screen : bool, keyword-only
-        The kernel's exact cuts and its 2-sparse certificate (``alm._run_groups``; tests
+        The kernel's exact cuts and its 2-sparse certificate (``alm.enum_alm_rows``; tests
         switch them off, which changes nothing but sweep counts).
     stream : int, keyword-only
         Handle of the CUDA stream to launch on (0: the default stream), e.g.
