@@ -23,7 +23,8 @@ from sparseopt.patterns import NM
 from .data import calibration_eval_split, token_batches
 from .evaluate import embed, fidelity, load_minilm
 from .layers import find_layers
-from .prune import load_pruned, prune_model
+from .prune import prune_model
+from .rundir import check_experiment, load_pruned
 
 __all__ = ["ExperimentConfig", "prune_runs", "proxsparse_run", "evaluate_runs", "all_methods",
            "all_runs", "VARIANTS", "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
@@ -102,17 +103,7 @@ class ExperimentConfig(dict):
 
 
 def _save_config(out, config):
-    path = os.path.join(out, _CONFIG_FILE)
-    if os.path.exists(path):
-        with open(path) as fh:
-            saved = json.load(fh)
-        if saved != dict(config):
-            diff = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
-            raise ValueError(f"out={out!r} holds a comparison with other settings ({diff})")
-    else:
-        os.makedirs(out, exist_ok=True)
-        with open(path, "w") as fh:
-            json.dump(dict(config), fh, indent=1)
+    check_experiment(out, dict(config), write=True)
 
 
 def _load_config(out):

@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from .layers import find_layers, get_weight
+from .rundir import layer_file, load_layer, read_run
 
 __all__ = ["PACKED_FORMAT", "PACKED_VERSION", "pack_24", "unpack_24", "packed_ratio",
            "save_dense", "save_packed", "load_packed", "to_semi_structured",
@@ -542,29 +543,6 @@ def _is_weight_file(fname: str) -> bool:
     return fname.endswith(_WEIGHT_SUFFIXES)
 
 
-def _read_run(run) -> dict:
-    """run.json of a finished run folder, checked."""
-    from .prune import _SETTINGS_FILE, _layer_path
-
-    run = os.fspath(run)
-    path = os.path.join(run, _SETTINGS_FILE)
-    if not os.path.isfile(path):
-        raise ValueError(f"run={run!r} has no {_SETTINGS_FILE}: not a run folder of "
-                         "prune_model(..., out=run) (or no layer of it finished yet)")
-    try:
-        with open(path) as fh:
-            settings = json.load(fh)
-        layers = list(settings["layers"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"run={run!r}: unreadable {_SETTINGS_FILE} ({exc})") from None
-    missing = [n for n in layers if not os.path.isfile(_layer_path(run, n) + ".json")]
-    if missing:
-        raise ValueError(f"run={run!r} is not finished: {len(missing)} of {len(layers)} layers "
-                         f"have no result yet (e.g. {missing[:3]}); resume it with "
-                         "prune_model(..., out=run) before exporting")
-    return settings
-
-
 def _dense_files(dense_dir) -> tuple[list, dict]:
     """(safetensors file names, {key: file name}) of a model folder, checked."""
     from safetensors import SafetensorError, safe_open
@@ -781,12 +759,10 @@ def export_checkpoint(run, dense_dir, out_dir, *, variant: str = "gd",
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    from .prune import _load_layer
-
     if variant not in ("gd", "nogd"):
         raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
     run, dense_dir, out_dir = os.fspath(run), os.fspath(dense_dir), os.fspath(out_dir)
-    settings = _read_run(run)
+    settings = read_run(run)
     files, file_of = _dense_files(dense_dir)
     out_abs, dense_abs = os.path.abspath(out_dir), os.path.abspath(dense_dir)
     if out_abs == dense_abs or out_abs.startswith(dense_abs + os.sep):
@@ -840,7 +816,7 @@ def export_checkpoint(run, dense_dir, out_dir, *, variant: str = "gd",
                     t = fh.get_tensor(key)
                     if key in names:
                         t = _pruned_tensor(run, names[key], t, variant, key,
-                                           names[key] in conv1d, nm, _load_layer)
+                                           names[key] in conv1d, nm)
                         stats["pruned"] += t.numel()
                         stats["zero_pruned"] += int((t == 0).sum())
                     if t.is_floating_point():
@@ -879,8 +855,6 @@ def _check_shapes(run, dense_dir, layers, key_of, file_of, conv1d):
     a wrong dense_dir fails before any shard is written."""
     from safetensors import safe_open
 
-    from .prune import _layer_path
-
     opened = {}
     try:
         for name in layers:
@@ -892,7 +866,7 @@ def _check_shapes(run, dense_dir, layers, key_of, file_of, conv1d):
                                  f"{key_of[name]!r} (pruned layer {name!r}) in {fname}, which "
                                  "does not hold it")
             stored = tuple(opened[fname].get_slice(key_of[name]).get_shape())
-            with safe_open(_layer_path(run, name) + ".safetensors", "pt") as fh:
+            with safe_open(layer_file(run, name), "pt") as fh:
                 shape = tuple(fh.get_slice("W").get_shape())
             expected = shape[::-1] if name in conv1d else shape
             if stored != expected:
@@ -918,8 +892,6 @@ def _dense_differs(run, dense_dir, settings, layers, key_of, file_of, conv1d) ->
 
     from safetensors import safe_open
 
-    from .prune import _layer_path
-
     want = settings.get("dense_weights_sha256")
     if not want:
         return False
@@ -927,7 +899,7 @@ def _dense_differs(run, dense_dir, settings, layers, key_of, file_of, conv1d) ->
     opened = {}
     try:
         for name in layers:
-            with safe_open(_layer_path(run, name) + ".safetensors", "pt") as fh:
+            with safe_open(layer_file(run, name), "pt") as fh:
                 dtype = _SAFE_DTYPES.get(fh.get_slice("W").get_dtype())
             fname = file_of[key_of[name]]
             if fname not in opened:
@@ -949,7 +921,7 @@ def _shape_error(name, shape, key, stored, is_conv1d) -> str:
             f"{key!r} is {tuple(stored)}: dense_dir is not the model the run pruned")
 
 
-def _pruned_tensor(run, name, dense, variant, key, is_conv1d, nm, load_layer):
+def _pruned_tensor(run, name, dense, variant, key, is_conv1d, nm):
     """The checkpoint tensor of pruned layer ``name``: the run's (d_out, d_in) weight in the
     dense tensor's dtype and layout, checked."""
     got = load_layer(run, name)

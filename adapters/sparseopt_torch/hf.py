@@ -30,12 +30,10 @@ from .data import (docstring_sentences, read_documents, sample_sequences, sequen
 from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
 from .experiment import VARIANTS
 from .models import is_causal_lm, load_model
-from .prune import load_pruned, prune_model
+from .prune import prune_model
+from .rundir import EXPERIMENT_FILE, check_experiment, load_pruned
 
 __all__ = ["prune_folder", "evaluate_folder", "parse_pattern", "EXPERIMENT_FILE"]
-
-EXPERIMENT_FILE = "experiment.json"
-
 
 def parse_pattern(text) -> NM:
     """``"2:4"`` -> ``NM(2, 4)``; a clear error otherwise."""
@@ -62,29 +60,6 @@ def _experiment(model_dir, calibration, n_calib, seq_len, seed, eval_fraction, p
             "batch_size": int(batch_size)}
 
 
-def _check_experiment(out, experiment, write=False):
-    """Refuse a folder holding another experiment; with ``write``, record this one in
-    ``out/experiment.json`` (after a run has finished, so a refused or failed first run
-    leaves nothing behind; a run killed before is protected by its own run.json)."""
-    path = os.path.join(out, EXPERIMENT_FILE)
-    if os.path.exists(path):
-        with open(path) as fh:
-            saved = json.load(fh)
-        diff = sorted(k for k in set(saved) | set(experiment) if saved.get(k) != experiment.get(k))
-        if diff:
-            raise ValueError(f"{out!r} holds a run with another model or data: "
-                             + ", ".join(f"{k} was {saved.get(k)!r}, now {experiment.get(k)!r}"
-                                         for k in diff)
-                             + "; choose another --out")
-        return
-    if write:
-        os.makedirs(out, exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(experiment, fh, indent=1)
-        os.replace(tmp, path)
-
-
 def prune_folder(model_dir, out, methods, *, pattern=NM(2, 4), calibration=None, n_calib=128,
                  seq_len=2048, seed=0, eval_fraction=0.1, batch_size=1, refine_steps=0,
                  sequential=False, device=None, offload=False, executor=None, options=None,
@@ -105,7 +80,7 @@ def prune_folder(model_dir, out, methods, *, pattern=NM(2, 4), calibration=None,
     batches = sequence_batches(ids, batch_size)
     experiment = _experiment(model_dir, calibration, n_calib, seq_len, seed, eval_fraction,
                              f"{pattern.n}:{pattern.m}", batch_size)
-    _check_experiment(out, experiment)
+    check_experiment(out, experiment)
     results = {}
     for i, method in enumerate(methods):
         if i > 0:  # the previous run pruned the model in memory or dropped its embeddings
@@ -118,7 +93,7 @@ def prune_folder(model_dir, out, methods, *, pattern=NM(2, 4), calibration=None,
             sequential=sequential, modules=layers, blocks=blocks,
             options={**options.get(base, {}), **extra}, out=os.path.join(out, method),
             device=device, weights=weights, executor=executor, progress=progress)
-        _check_experiment(out, experiment, write=True)
+        check_experiment(out, experiment, write=True)
     return results
 
 

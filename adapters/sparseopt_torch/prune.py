@@ -23,8 +23,6 @@ Runs with ``out=DIR`` are resumable: every finished layer is saved (atomically) 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 import warnings
@@ -45,12 +43,10 @@ from .blocks import Activations, capture_inputs, find_blocks, return_freed_memor
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
 from .layers import find_layers, get_weight, set_weight
+from .rundir import (create_run, fingerprint, fingerprint_weights, load_pruned,
+                     open_run, save_layer, write_json, write_text)
 
 __all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned"]
-
-_SETTINGS_FILE = "run.json"
-_LAYER_DIR = "layers"
-
 
 @dataclass
 class LayerRecord:
@@ -138,89 +134,8 @@ class ModelPruneResult(Result):
         return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path, write):
-    """Write through a temporary file and rename it: a crash leaves no half-written file."""
-    tmp = path + ".tmp"
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _write_json(path, obj):
-    def write(p):
-        with open(p, "w") as fh:
-            json.dump(obj, fh, indent=1, default=float)
-    _atomic_write(path, write)
-
-
-def _fingerprint(batches) -> str:
-    """SHA-256 of nested tensors (calibration batches, masks): a resumed run can tell
-    whether its inputs changed."""
-    h = hashlib.sha256()
-
-    def feed(x):
-        if isinstance(x, torch.Tensor):
-            h.update(str((tuple(x.shape), str(x.dtype))).encode())
-            h.update(x.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
-        elif isinstance(x, dict):
-            for k in sorted(x):
-                h.update(str(k).encode())
-                feed(x[k])
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                feed(v)
-        else:
-            h.update(repr(x).encode())
-
-    for b in batches:
-        feed(b)
-    return h.hexdigest()
-
-
-def _fingerprint_weights(layers, weights=None) -> str:
-    """SHA-256 of the dense (d_out, d_in) weights, read from ``weights`` (the checkpoint)
-    for layers still on the meta device."""
-    h = hashlib.sha256()
-    for name, mod in layers.items():
-        W = get_weight(mod)
-        if W.device.type == "meta":
-            W = weights.get(f"{name}.weight")
-            W = W if isinstance(mod, torch.nn.Linear) else W.T
-        h.update(name.encode())
-        h.update(W.to("cpu").contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
 def _pattern_str(pattern) -> str:
     return f"{pattern.n}:{pattern.m}" if isinstance(pattern, NM) else f"top{pattern.k}"
-
-
-def _layer_path(out, name):
-    return os.path.join(out, _LAYER_DIR, name)
-
-
-def _save_layer(out, record, W, W_nogd):
-    from safetensors.torch import save_file
-
-    base = _layer_path(out, record.name)
-    tensors = {"W": W.contiguous()}
-    if W_nogd is not None:
-        tensors["W_nogd"] = W_nogd.contiguous()
-    _atomic_write(base + ".safetensors", lambda p: save_file(tensors, p))
-    _write_json(base + ".json", asdict(record))  # written last: marks the layer as finished
-
-
-def _load_layer(out, name):
-    """(record, tensors) of a finished layer, or None. A layer counts as finished when its
-    JSON record exists (written after the weights)."""
-    from safetensors.torch import load_file
-
-    base = _layer_path(out, name)
-    if not os.path.exists(base + ".json"):
-        return None
-    with open(base + ".json") as fh:
-        rec = json.load(fh)
-    rec["shape"] = tuple(rec["shape"])
-    return LayerRecord(**rec), load_file(base + ".safetensors")
 
 
 #: The +GD step 1 / (2 gamma_max(H)) of each Hessian tensor: layers that read the same input
@@ -464,21 +379,22 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
         "sequential": bool(sequential), "options": options,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
-        "calibration_sha256": _fingerprint(calibration),
-        "dense_weights_sha256": _fingerprint_weights(layers, weights),
+        "calibration_sha256": fingerprint(calibration),
+        "dense_weights_sha256": fingerprint_weights(layers, weights),
         # Conv1D (GPT-2) stores its weight as (d_in, d_out): export transposes these back.
         "conv1d_layers": [n for n, mod in layers.items() if not isinstance(mod, torch.nn.Linear)],
     }
     if hessian_product_dtype is not None:  # recorded only when given: older runs resume
         settings["hessian_product_dtype"] = str(hessian_product_dtype)
     if masks is not None:
-        settings["masks_sha256"] = _fingerprint([{n: masks[n] for n in layers}])
+        settings["masks_sha256"] = fingerprint([{n: masks[n] for n in layers}])
     source = {k: settings.get(k) for k in _HESSIAN_SOURCE}
     if hessians is not None:
         _check_reused(hessians, source, layers)
     done = {}
     if out is not None:
-        done = _open_run(out, settings, layers, resume)
+        done = {name: (LayerRecord(**rec), tensors)
+                for name, (rec, tensors) in open_run(out, settings, layers, resume).items()}
 
     from tqdm.auto import tqdm
 
@@ -516,12 +432,11 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 rec = _record(name, block, mod, method, n_tokens[name], res, refine_steps)
                 set_weight(mod, res["W"])
                 if out is not None:
-                    if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
-                        _create_run(out, settings)  # first finished layer: the run exists now
+                    create_run(out, settings)  # first finished layer: the run exists now
                     W_saved = get_weight(mod).to("cpu").clone()
                     W_nogd = res["W_nogd"].to(device="cpu", dtype=W_saved.dtype) \
                         if refine_steps > 0 else None
-                    _save_layer(out, rec, W_saved, W_nogd)
+                    save_layer(out, asdict(rec), W_saved, W_nogd)
                 records.append(rec)
                 return_freed_memory()  # the layer's temporaries (see blocks.return_freed_memory)
                 bar.update(1)
@@ -544,14 +459,9 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
     result = ModelPruneResult.of(records, settings, out)
     result.hessians = kept
     if out is not None:
-        if not os.path.exists(os.path.join(out, _SETTINGS_FILE)):
-            _create_run(out, settings)  # every layer was reloaded or nothing to save yet
-        _write_json(os.path.join(out, "report.json"), result.to_json())
-
-        def write_md(p):
-            with open(p, "w") as fh:
-                fh.write(result.to_markdown())
-        _atomic_write(os.path.join(out, "report.md"), write_md)
+        create_run(out, settings)  # every layer was reloaded or nothing to save yet
+        write_json(os.path.join(out, "report.json"), result.to_json())
+        write_text(os.path.join(out, "report.md"), result.to_markdown())
     return result
 
 
@@ -764,58 +674,3 @@ def _record(name, block, mod, method, n_tokens, res, refine_steps):
         rel_loss=rel(float(res["loss"])), loss_gd=float(res["loss_gd"]),
         rel_loss_gd=rel(float(res["loss_gd"])), time=float(res["time"]),
         time_gd=float(res["time_gd"]), refine_steps=int(refine_steps), info=res["info"])
-
-
-def _open_run(out, settings, layers, resume):
-    """Create the run folder or check a previous run's settings; return its finished layers."""
-    path = os.path.join(out, _SETTINGS_FILE)
-    if os.path.exists(path):
-        with open(path) as fh:
-            saved = json.load(fh)
-        if not resume:
-            raise ValueError(f"out={out!r} already holds a run; pass resume=True to continue it "
-                             "or choose another folder")
-        current = json.loads(json.dumps(settings, default=float))
-        diff = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
-        if diff:
-            raise ValueError(f"cannot resume the run in {out!r}: its settings differ in {diff} "
-                             f"(saved {[saved.get(k) for k in diff]}, "
-                             f"now {[current.get(k) for k in diff]})")
-    else:
-        return {}  # created with the first finished layer: a failed start leaves nothing
-    done = {}
-    for name in layers:
-        got = _load_layer(out, name)
-        if got is not None:
-            done[name] = got
-    return done
-
-
-def _create_run(out, settings):
-    os.makedirs(os.path.join(out, _LAYER_DIR), exist_ok=True)
-    _write_json(os.path.join(out, _SETTINGS_FILE), settings)
-
-
-def load_pruned(model, out, *, variant="gd", modules=None) -> list:
-    """Load the pruned weights of a finished run folder into ``model`` (in place).
-
-    ``variant="gd"`` loads the final weights, ``"nogd"`` the weights before the masked
-    gradient steps (saved when ``refine_steps > 0``). Returns the loaded layer names. In a
-    sequential run the "nogd" weights of a block were computed with inputs from the
-    "gd"-pruned earlier blocks.
-    """
-    if variant not in ("gd", "nogd"):
-        raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
-    with open(os.path.join(out, _SETTINGS_FILE)) as fh:
-        saved = json.load(fh)
-    layers = find_layers(model, saved["layers"] if modules is None else modules)
-    names = []
-    for name, mod in layers.items():
-        got = _load_layer(out, name)
-        if got is None:
-            raise ValueError(f"layer {name!r} is not finished in the run {out!r}")
-        _, tensors = got
-        key = "W_nogd" if variant == "nogd" and "W_nogd" in tensors else "W"
-        set_weight(mod, tensors[key])
-        names.append(name)
-    return names
