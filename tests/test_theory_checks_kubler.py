@@ -11,10 +11,28 @@ import pytest
 
 from theory_checks._testing import assert_quick_run_holds, run_quick
 
-CHECKS = ["kubler_fact2", "kubler_alg1", "kubler_lemma5", "kubler_cor6", "kubler_fact8", "kubler_speed"]
+CHECKS = ["kubler_fact2", "kubler_alg1", "kubler_lemma5", "kubler_cor6", "kubler_fact8", "kubler_speed",
+          "conjecture9_literal"]
 
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_check_passes_quick(name, tmp_path):
     ok, got = run_quick(name, tmp_path)
     assert_quick_run_holds(name, ok, got, tmp_path)
+
+
+def test_conjecture9_literal_fails_for_an_iteration_that_reaches_w_star(monkeypatch, tmp_path):
+    """If the iteration of Conjecture 9 ended at the minimizer of (14) and stayed in the PSD
+    region, the literal reading would stand: the check must then fail to refute it."""
+    import numpy as np
+
+    import theory_checks.check_conjecture9_literal as chk
+
+    def reaches(z, lam):
+        w = chk.minimizer_of_14(z, lam)
+        return w, np.zeros(len(z), dtype=bool), np.ones(len(z), dtype=np.int64)
+
+    monkeypatch.setattr(chk, "conjecture9_run", reaches)
+    ok, got = run_quick("conjecture9_literal", tmp_path)
+    assert ok is False
+    assert got["kubler-conj9-literal"][1] is False

@@ -88,13 +88,27 @@ CLAIMS: list[Claim] = [
     Claim("kubler-sec35-gradnorm", PAPER, "Sec. 3.5",
           "With step 1/4 the gradient norm cannot increase whilst the iterates are in the convex region.",
           check="kubler_fact8"),
-    Claim("kubler-conj9", PAPER, "Conjecture 9",
+    Claim("kubler-conj9-literal", PAPER, "Conjecture 9 (literal reading)",
           "If the minimizer w* of eq. (14) is dense, projected gradient descent from 0 with step 1/4 "
           "converges to w* and every iterate lies in the feasible set of eq. (14).",
-          check="conjecture9"),
+          check="conjecture9_literal", outcome="REFUTED",
+          finding="inputs drawn as for Cor. 6 whose minimizer of (14) is dense but on the boundary "
+                  "of the PSD region (smallest Hessian eigenvalue 0, gradient not 0): the iteration "
+                  "leaves the region and ends at the 2-sparse point; the first is verified by SLSQP "
+                  "on (14) and the KKT condition of the boundary."),
+    Claim("kubler-conj9", PAPER, "Conjecture 9 (global optimum dense)",
+          "If the minimizer w* of eq. (14) is dense, projected gradient descent from 0 with step 1/4 "
+          "converges to w* and every iterate lies in the feasible set of eq. (14).",
+          check="conjecture9", outcome="PARTIAL",
+          finding="checked where the optimum of the prox, eq. (9), is dense (so w* is an interior "
+                  "stationary point of f): instances whose ALM or PGD optimum is dense, the exact "
+                  "iteration and EnumPGD against the best of ALM, PGD and IPM. The literal reading "
+                  "(dense w* of (14) on the boundary) is refuted in the row above."),
     Claim("kubler-conj9-3sparse", PAPER, "Sec. 3.5 (after Conjecture 9)",
           "The same considerations and empirical insights apply to the 3-sparse case (eq. 13).",
-          check="conjecture9"),
+          check="conjecture9", outcome="PARTIAL",
+          finding="checked where the optimum of eq. (9) is 3-sparse (eq. 13's minimizer interior), as "
+                  "for kubler-conj9."),
     Claim("kubler-sec35-speed", PAPER, "Sec. 3.5",
           "The GD-based Algorithm 1 is more than 10x faster than the interior point method-based "
           "Algorithm 1.",

@@ -34,10 +34,42 @@ CLAIMS: list[Claim] = [
     Claim("liu-prop6", PAPER, "Prop. 6",
           "When eps > 0, Algorithm 2 (ALM) halts with no more than 3 lam ||z||^3 / eps^2 iterations.",
           check="alm_decrease"),
+    Claim("liu-prop6-proof", PAPER, "Prop. 6 (proof, App. A)",
+          "Telescoping eq. (9) gives min_k ||w^{k+1} - w^k||^2 <= (f(w^0) - f(w^{T+1})) / T <= "
+          "4 lam ||z||^3 / T, hence the bound of Prop. 6.",
+          check="liu_printed", outcome="DEVIATES",
+          finding="the telescope drops eq. (9)'s 0.5 and bounds f(w^0) by 4 lam ||z||^3, which gives "
+                  "the constant 4, not the stated 3. Corrected: sum ||dw||^2 <= 2 (f(w^0) - f) and "
+                  "f(w^0) = lam e_3(z) <= lam ||z||^3 / 2, so Alg. 2 halts within lam ||z||^3 / eps^2 "
+                  "sweeps (Prop. 6's 3 holds a fortiori); checked on Alg. 2 traces."),
     Claim("liu-prop8", PAPER, "Prop. 8 (App. A, eq. 9)",
           "Every ALM sweep decreases the objective sufficiently: f(w^k) >= f(w^{k+1}) + "
           "0.5 ||w^{k+1} - w^k||^2.",
           check="alm_decrease"),
+    Claim("liu-thm4-g3", PAPER, "Theorem 4",
+          "The 3-sparse candidate minimizes g_3(w) = 0.5 ||w - z_{1:3}||^2 + lam (w_1 w_2 + w_2 w_3 + "
+          "w_3 w_1) over {w in R^3_+ : Hess g_3(w) >= 0}.",
+          check="liu_printed", outcome="DEVIATES",
+          finding="g_3(w) = 0.5 ||w - z_{1:3}||^2 + lam w_1 w_2 w_3 (Reg_{2:4} = e_3 with w_4 = 0, "
+                  "prox24-kubler eq. 12): the 3-sparse optima are stationary for it and not for the "
+                  "printed g_3, and Alg. 1 with the printed g_3 misses the optimum. The code uses e_3 "
+                  "(EnumIPM, EnumALM)."),
+    Claim("liu-alg2-line6", PAPER, "Alg. 2, line 6",
+          "w_i <- max(z_i - lam sum_{j, k in [4] minus i, j != k} w_j w_k, 0) (the coordinate "
+          "minimizer, Fact 5).",
+          check="liu_printed", outcome="DEVIATES",
+          finding="the sum over ordered pairs counts each pair twice: the printed update is the "
+                  "exact coordinate minimizer for 2 lam and Alg. 3 with it returns the prox at 2 lam. "
+                  "Corrected: w_i <- max(z_i - lam e_2(w without i), 0) (unordered pairs), which the "
+                  "code uses."),
+    Claim("liu-alg3-optimal", PAPER, "Sec. 3.4",
+          "Algorithm 3 returns the correct solution (it does in all the authors' experiments).",
+          check="liu_printed", outcome="REFUTED",
+          finding="Alg. 3 with Alg. 2 as printed (start w = z_{1:S}, line 6 corrected) on nearly "
+                  "tied groups y = +-(1.6 + 0.01 N(0, 1)): Alg. 2 from z sets w_1 = 0 in the first "
+                  "sweep and stays at a boundary critical point, so Alg. 3 returns a suboptimal "
+                  "point on some groups (verified by brute force). The library's EnumALM starts at "
+                  "a balanced point and is optimal on all of them (docs/prox.md)."),
     Claim("liu-table1-alm-ipm", PAPER, "Table 1",
           "On 100 random problems y ~ N(0, 1)^4 x 200 values of lambda, the worst-case suboptimality "
           "of EnumIPM is 1e-13 and of EnumALM below 1e-13.",
