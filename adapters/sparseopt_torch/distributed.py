@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .blocks import map_tensors
+from .layers import parse_device
 
 __all__ = ["LayerJob", "LayerExecutor", "run_layer_jobs"]
 
@@ -273,14 +274,8 @@ class LayerExecutor:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if device is not None:
-            import torch
-
-            try:
-                device = torch.device(device)
-            except (RuntimeError, TypeError) as exc:
-                raise ValueError(f"device must name a torch device such as 'cuda', got "
-                                 f"{device!r}") from exc
+        if device is not None:  # a worker's device: not necessarily one of this machine
+            device = parse_device(device, here=False)
         self.scheduler = scheduler
         self.resources = dict(resources) if resources else None
         self.local = workers is None and scheduler is None

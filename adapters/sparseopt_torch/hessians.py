@@ -129,7 +129,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .layers import find_layers, get_weight
+from .layers import find_layers, get_weight, parse_device
 
 __all__ = ["Hessians", "collect_hessians"]
 
@@ -849,10 +849,7 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     elif product_dtype.itemsize > dtype.itemsize:
         raise ValueError(f"product_dtype {product_dtype} is wider than dtype {dtype}: the "
                          "sums would round every product away")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device {device!r} is not a torch device: {err}") from None
+    device = parse_device(device)
     if progress is not None and not isinstance(progress, bool):
         raise ValueError(f"progress must be True, False or None, got {progress!r}")
     if not isinstance(batches, Iterable) or isinstance(batches, (torch.Tensor, Mapping)):

@@ -16,10 +16,25 @@ import torch
 from torch import nn
 
 __all__ = ["DEFAULT_EXCLUDE", "is_prunable", "find_layers", "get_weight", "set_weight",
-           "to_numpy"]
+           "to_numpy", "parse_device"]
 
 #: Heads that are not part of the pruned body by default (name components).
 DEFAULT_EXCLUDE = ("lm_head", "pooler", "classifier", "score", "qa_outputs")
+
+
+def parse_device(device, name="device", *, here=True) -> torch.device:
+    """``device`` ("cpu", "cuda", "cuda:1", a torch.device) as a torch.device; ValueError
+    naming ``name`` if it is not one or, with ``here``, if it is a CUDA device and torch sees
+    no CUDA GPU on this machine (``here=False``: a device of another machine, a Dask
+    worker's)."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"{name} {device!r} is not a torch device (e.g. 'cpu', 'cuda', "
+                         f"'cuda:1'): {err}") from None
+    if here and device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={str(device)!r} but torch sees no CUDA GPU on this machine")
+    return device
 
 
 def _conv1d_type():

@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as fields_of
 
 import numpy as np
 import torch
@@ -42,11 +43,82 @@ from sparseopt.result import Result
 from .blocks import Activations, capture_inputs, find_blocks, return_freed_memory, run_block
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
-from .layers import find_layers, get_weight, set_weight
+from .layers import find_layers, get_weight, parse_device, set_weight
 from .rundir import (create_run, fingerprint, fingerprint_weights, load_pruned,
                      open_run, save_layer, write_json, write_text)
 
-__all__ = ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned"]
+__all__ = ["prune_model", "PruneSettings", "ModelPruneResult", "LayerRecord", "load_pruned"]
+
+@dataclass(frozen=True)
+class PruneSettings:
+    """How :func:`prune_model` makes a run (what a method computes is its ``options``).
+
+    Attributes
+    ----------
+    pattern : NM or TopK, default NM(2, 4)
+        Pattern along each weight row (the input dimension).
+    refine_steps : int, default 0
+        Masked gradient steps after the method ("+GD", prox24-kubler eq. 5). The records hold
+        the loss before and after them; with ``out`` both weights are saved.
+    sequential : bool, default False
+        False: every Hessian comes from the dense model (prox24-kubler App. D.1): a block's
+        outputs are computed by the dense block. True: a block's outputs are computed by the
+        pruned block, so later blocks see the pruned earlier ones (SparseGPT, maiht-wen).
+    modules : optional
+        Which layers (see :func:`~sparseopt_torch.layers.find_layers`); default every
+        ``nn.Linear`` / ``Conv1D`` inside the blocks (never embeddings or heads).
+    blocks : None, str
+        The block list: None finds it (:func:`~sparseopt_torch.blocks.find_blocks`), a
+        dotted name overrides it, ``"model"`` treats the whole model as one block.
+    device : str or torch.device, optional
+        Where blocks run and layers are pruned (default: where the model's parameters are;
+        :func:`~sparseopt_torch.layers.parse_device`).
+    on_indivisible : {"error", "skip"}
+        A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
+    hessian_dtype : torch.dtype, default torch.float64
+        Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
+    hessian_product_dtype : torch.dtype, optional
+        Dtype of each batch's X'X (default ``hessian_dtype``); ``torch.float32`` with the
+        default float64 sums computes the products in single precision
+        (:func:`~sparseopt_torch.collect_hessians`, ``product_dtype``).
+    cache_limit : int or None, default 1 GiB
+        Above this many bytes per generation of cached block inputs, they are memory-mapped
+        from files in ``cache_dir`` (default the system's temporary folder); None: never.
+    cache_dir : str, optional
+    resume : bool, default True
+        Continue a run found in ``out`` (its settings must equal these: ValueError naming
+        the differences otherwise). False with an existing run raises ValueError.
+    progress : bool, optional
+        A progress bar over layers (default on).
+    """
+
+    pattern: object = field(default_factory=lambda: NM(2, 4))
+    refine_steps: int = 0
+    sequential: bool = False
+    modules: object = None
+    blocks: str | None = None
+    device: object = None
+    on_indivisible: str = "error"
+    hessian_dtype: torch.dtype = torch.float64
+    hessian_product_dtype: torch.dtype | None = None
+    cache_limit: int | None = 2**30
+    cache_dir: str | None = None
+    resume: bool = True
+    progress: bool | None = None
+
+    @classmethod
+    def of(cls, settings=None, fields=None):
+        """``settings`` (default ``PruneSettings()``) with the ``fields`` (a dict) replaced;
+        ValueError naming an unknown field."""
+        if settings is not None and not isinstance(settings, cls):
+            raise ValueError(f"settings must be a PruneSettings, got {type(settings).__name__}")
+        fields = dict(fields or {})
+        unknown = sorted(set(fields) - {f.name for f in fields_of(cls)})
+        if unknown:
+            raise ValueError(f"unknown setting(s) {unknown}; PruneSettings has "
+                             f"{[f.name for f in fields_of(cls)]}")
+        return replace(settings or cls(), **fields)
+
 
 @dataclass
 class LayerRecord:
@@ -250,21 +322,18 @@ def _select_layers(model, modules, pattern, on_indivisible, prefix=""):
     return layers
 
 
-def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_steps=0, *,
-                sequential=False, modules=None, blocks=None, options=None, masks=None,
-                forward=None, out=None, resume=True, on_indivisible="error",
-                hessian_dtype=torch.float64, hessian_product_dtype=None, device=None,
-                weights=None, cache_limit=2**30, cache_dir=None, executor=None,
-                hessians=None, keep_hessians=False, progress=None) -> ModelPruneResult:
+def prune_model(model, calibration, method="prox", settings=None, *, options=None, masks=None,
+                out=None, weights=None, executor=None, hessians=None, keep_hessians=False,
+                forward=None, **fields) -> ModelPruneResult:
     """Prune every selected linear layer of ``model``, one block at a time.
 
     The engine streams blocks (the way SparseGPT prunes 70B models on one GPU): the part of
     the model before the first block runs once per calibration batch and the first block's
     inputs are cached (:mod:`~sparseopt_torch.blocks`); then, for each block in order, the
-    block is moved (or read from disk) to ``device``, its layers' Hessians are collected from
-    the cached inputs, its layers are pruned, its outputs become the next block's inputs,
-    and it is moved back (or dropped). Each block runs at most twice per batch, whatever
-    the depth; peak memory is one block, its Hessians and the activation cache.
+    block is moved (or read from disk) to the device, its layers' Hessians are collected
+    from the cached inputs, its layers are pruned, its outputs become the next block's
+    inputs, and it is moved back (or dropped). Each block runs at most twice per batch,
+    whatever the depth; peak memory is one block, its Hessians and the activation cache.
 
     Parameters
     ----------
@@ -280,52 +349,26 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         "magnitude", "wanda", "sparsegpt", "maiht", "iobs", ...), or ``"masks"``: keep W* on
         given ``masks`` (e.g. learned end to end by
         :func:`~sparseopt_torch.proxsparse.proxsparse`).
-    pattern : NM or TopK, default NM(2, 4)
-        Pattern along each weight row (the input dimension).
-    refine_steps : int, default 0
-        Masked gradient steps after the method ("+GD", prox24-kubler eq. 5). The records hold
-        the loss before and after them; with ``out`` both weights are saved.
-    sequential : bool, default False
-        False: every Hessian comes from the dense model (prox24-kubler App. D.1): a block's
-        outputs are computed by the dense block. True: a block's outputs are computed by the
-        pruned block, so later blocks see the pruned earlier ones (SparseGPT, maiht-wen).
-    modules : optional
-        Which layers (see :func:`~sparseopt_torch.layers.find_layers`); default every
-        ``nn.Linear`` / ``Conv1D`` inside the blocks (never embeddings or heads).
-    blocks : None, str
-        The block list: None finds it (:func:`~sparseopt_torch.blocks.find_blocks`), a
-        dotted name overrides it, ``"model"`` treats the whole model as one block.
+    settings : PruneSettings, optional
+        How the run is made: pattern, +GD steps, independent or sequential Hessians, which
+        layers and blocks, device, Hessian dtypes, activation cache, resume, progress bar
+        (:class:`PruneSettings`; default ``PruneSettings()``).
     options : dict, optional
-        Options of the method (e.g. ``{"max_iter": 300}`` for prox).
+        Options of the method (e.g. ``{"max_iter": 300}`` for prox), validated by it.
     masks : dict, optional
         ``{layer name: bool (d_out, d_in) tensor}`` for ``method="masks"`` (required there,
         refused otherwise); ``modules`` defaults to its keys.
     out : str, optional
-        Run folder. Settings go to ``run.json``, each finished layer to ``layers/<name>.*``,
-        the report to ``report.json`` and ``report.md``. Every file is written atomically,
-        and the folder is created only with the first finished layer, so a run that fails
-        before (bad data, NaN activations) leaves nothing behind.
-    resume : bool, default True
-        Continue a run found in ``out`` (its settings must equal these: ValueError naming
-        the differences otherwise). False with an existing run raises ValueError.
-    on_indivisible : {"error", "skip"}
-        A layer whose d_in is not divisible by m: raise, or leave it dense with a warning.
-    hessian_dtype : torch.dtype, default torch.float64
-        Accumulation dtype of the Hessians (float32 is for GPUs short of memory).
-    hessian_product_dtype : torch.dtype, optional
-        Dtype of each batch's X'X (default ``hessian_dtype``); ``torch.float32`` with the
-        default float64 sums computes the products in single precision
-        (:func:`~sparseopt_torch.collect_hessians`, ``product_dtype``).
-    device : str or torch.device, optional
-        Where blocks run and layers are pruned (default: where the model's parameters are).
+        Run folder (:mod:`~sparseopt_torch.rundir`). Settings go to ``run.json``, each
+        finished layer to ``layers/<name>.*``, the report to ``report.json`` and
+        ``report.md``. Every file is written atomically, and the folder is created only with
+        the first finished layer, so a run that fails before (bad data, NaN activations)
+        leaves nothing behind.
     weights : CheckpointWeights, optional
         The on-disk weights of a model loaded with
         ``load_model(folder, offload=True)``: blocks are read one at a time (requires
         ``out``), and the modules before them (embeddings) are dropped once the first
         block's inputs are captured (load the model again to run it).
-    cache_limit : int or None, default 1 GiB
-        Above this many bytes per generation of cached block inputs, they are memory-mapped
-        from files in ``cache_dir`` (default the system's temporary folder); None: never.
     executor : LayerExecutor, optional
         Runs the layer problems of a block as tasks (e.g. on a Dask cluster,
         :mod:`~sparseopt_torch.distributed`); default in this process, in order.
@@ -341,13 +384,21 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         Independent mode only: keep every collected Hessian (on the CPU) in
         ``result.hessians``, with what they were collected from. Holds all of them at once:
         for models whose Hessians fit in memory (a layer resumed from ``out`` has none).
-    progress : bool, optional
-        A progress bar over layers (default on).
+    forward : callable, optional
+        ``forward(model, batch)``: how a calibration batch runs the model (default
+        ``model(**batch)`` for dicts).
+    **fields
+        Fields of :class:`PruneSettings` given directly (``refine_steps=100``); they replace
+        those of ``settings``.
 
     Returns
     -------
     ModelPruneResult
     """
+    settings = PruneSettings.of(settings, fields)
+    (pattern, refine_steps, sequential, modules, blocks, device, on_indivisible, hessian_dtype,
+     hessian_product_dtype, cache_limit, cache_dir, resume, progress) = (
+        getattr(settings, f.name) for f in fields_of(PruneSettings))
     options = dict(options or {})
     calibration = list(calibration)
     _check_args(method, pattern, refine_steps, on_indivisible, calibration)
@@ -375,7 +426,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         if missing:
             raise ValueError(f"masks has no mask for layer(s) {missing}")
     compute = _compute_device(model, device)
-    settings = {
+    run_json = {
         "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
         "sequential": bool(sequential), "options": options,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
@@ -385,16 +436,16 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         "conv1d_layers": [n for n, mod in layers.items() if not isinstance(mod, torch.nn.Linear)],
     }
     if hessian_product_dtype is not None:  # recorded only when given: older runs resume
-        settings["hessian_product_dtype"] = str(hessian_product_dtype)
+        run_json["hessian_product_dtype"] = str(hessian_product_dtype)
     if masks is not None:
-        settings["masks_sha256"] = fingerprint([{n: masks[n] for n in layers}])
-    source = {k: settings.get(k) for k in _HESSIAN_SOURCE}
+        run_json["masks_sha256"] = fingerprint([{n: masks[n] for n in layers}])
+    source = {k: run_json.get(k) for k in _HESSIAN_SOURCE}
     if hessians is not None:
         _check_reused(hessians, source, layers)
     done = {}
     if out is not None:
         done = {name: (LayerRecord(**rec), tensors)
-                for name, (rec, tensors) in open_run(out, settings, layers, resume).items()}
+                for name, (rec, tensors) in open_run(out, run_json, layers, resume).items()}
 
     from tqdm.auto import tqdm
 
@@ -432,7 +483,7 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
                 rec = _record(name, block, mod, method, n_tokens[name], res, refine_steps)
                 set_weight(mod, res["W"])
                 if out is not None:
-                    create_run(out, settings)  # first finished layer: the run exists now
+                    create_run(out, run_json)  # first finished layer: the run exists now
                     W_saved = get_weight(mod).to("cpu").clone()
                     W_nogd = res["W_nogd"].to(device="cpu", dtype=W_saved.dtype) \
                         if refine_steps > 0 else None
@@ -456,10 +507,10 @@ def prune_model(model, calibration, method="prox", pattern=NM(2, 4), refine_step
         bar.close()
     order = {n: i for i, n in enumerate(layers)}
     records.sort(key=lambda r: order[r.name])
-    result = ModelPruneResult.of(records, settings, out)
+    result = ModelPruneResult.of(records, run_json, out)
     result.hessians = kept
     if out is not None:
-        create_run(out, settings)  # every layer was reloaded or nothing to save yet
+        create_run(out, run_json)  # every layer was reloaded or nothing to save yet
         write_json(os.path.join(out, "report.json"), result.to_json())
         write_text(os.path.join(out, "report.md"), result.to_markdown())
     return result
@@ -521,13 +572,7 @@ def _compute_device(model, device):
             if p.device.type != "meta":
                 return p.device
         return torch.device("cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device {device!r} is not a torch device: {err}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} but torch sees no CUDA GPU on this machine")
-    return device
+    return parse_device(device)
 
 
 def _layers_by_block(layers, prefix, n_blocks):

@@ -315,7 +315,7 @@ def test_unreachable_scheduler_fails_fast_before_any_job():
     ({"workers": 1, "resources": ["GPU"]}, "resources must be a dict"),
     ({"threads": 0}, "threads must be a positive integer"),
     ({"timeout": 0}, "timeout must be a positive number"),
-    ({"device": "nowhere"}, "device must name a torch device"),
+    ({"device": "nowhere"}, "device .nowhere. is not a torch device"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
