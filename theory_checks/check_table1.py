@@ -58,6 +58,8 @@ RATIO_IPM_PGD, RATIO_PGD_ALM = 3.0, 2.0
 #: cost does not decide the ratio).
 TIME_GROUPS, TIME_LAMS = 20_000, 8
 LD = np.longdouble
+PAPER_IPM_PGD, PAPER_PGD_ALM = 561.70 / 43.31, 43.31 / 8.52  # Table 1's runtime ratios
+PGD_NOT_PAPER = 1e-9  # EnumPGD's worst suboptimality here is far below the paper's 1e-6
 
 
 def _per_cell_times(rng, lams):
@@ -252,13 +254,16 @@ def run(out_dir, quick=False):
                      f"extended-precision reference; reference certified on every sampled cell: "
                      f"{cert_ok and sound}",
                      worst["alm"] <= TOL_EXACT and worst["ipm"] <= TOL_EXACT and cert_ok and sound)
-    ok_pgd = claim("liu-table1-pgd", f"PGD worst {worst['pgd']:.1e} <= {TOL_PGD:g} (paper 1e-6)",
-                   worst["pgd"] <= TOL_PGD and cert_ok and sound)
+    ok_pgd = claim("liu-table1-pgd", f"PGD worst {worst['pgd']:.1e} <= {TOL_PGD:g}, and below "
+                                     f"{PGD_NOT_PAPER:g}: the paper's 1e-6 not reproduced",
+                   worst["pgd"] <= TOL_PGD and worst["pgd"] < PGD_NOT_PAPER and cert_ok and sound)
     ok_tie = claim("liu-table1-alm-le-ipm", f"max f_ALM - f_IPM {diff.max():.1e} <= {TOL_TIE:g} over "
                                             f"{diff.size} cells", float(diff.max()) <= TOL_TIE)
+    off = max(r_ip / PAPER_IPM_PGD, PAPER_IPM_PGD / r_ip, r_pa / PAPER_PGD_ALM, PAPER_PGD_ALM / r_pa)
     ok_time = claim("liu-table1-runtime", f"IPM/PGD {r_ip:.1f} >= {RATIO_IPM_PGD:g}, PGD/ALM {r_pa:.1f} "
-                                          f">= {RATIO_PGD_ALM:g} (paper 13.0, 5.1)",
-                    r_ip >= RATIO_IPM_PGD and r_pa >= RATIO_PGD_ALM)
+                                          f">= {RATIO_PGD_ALM:g} (order holds); paper 13.0, 5.1: off "
+                                          f"by up to {off:.1f}x >= 2",
+                    r_ip >= RATIO_IPM_PGD and r_pa >= RATIO_PGD_ALM and off >= 2)
 
     import matplotlib.pyplot as plt
 

@@ -77,11 +77,17 @@ CLAIMS: list[Claim] = [
     Claim("liu-table1-pgd", PAPER, "Table 1",
           "On the same problems EnumPGD occasionally gives slightly suboptimal solutions: worst-case "
           "suboptimality 1e-6.",
-          check="table1"),
+          check="table1", outcome="DEVIATES",
+          finding="the bound holds (worst <= 1e-5), but the 1e-6 suboptimality is not reproduced: "
+                  "the library's EnumPGD (its own stopping rule and best-candidate choice, "
+                  "docs/paper_notes.md) is suboptimal only at rounding level (< 1e-9) here."),
     Claim("liu-table1-alm-le-ipm", PAPER, "Table 1 (caption)",
           "ALM achieves a better (or equal) objective value than IPM in all experiments.",
           check="table1"),
     Claim("liu-table1-runtime", PAPER, "Table 1",
           "Total runtime EnumIPM 561.70 s >> EnumPGD 43.31 s > EnumALM 8.52 s on the same problems.",
-          check="table1", timed=True),
+          check="table1", timed=True, outcome="DEVIATES",
+          finding="the order IPM >> PGD > ALM holds (IPM/PGD >= 3, PGD/ALM >= 2), but the ratios are "
+                  "not the paper's 13.0 and 5.1: at least one is more than 2x off (the library's "
+                  "batched Numba kernels, not the authors' implementations)."),
 ]
