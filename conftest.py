@@ -11,9 +11,11 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded from a model hub
-# before torch loads NumPy (and OpenBLAS): import sparseopt sets the thread settings of
-# OpenBLAS and libgomp that keep idle threads off the cores (see sparseopt/__init__.py)
-import sparseopt  # noqa: E402, F401
+# before torch loads NumPy (and OpenBLAS): the thread settings of OpenBLAS and libgomp that
+# keep idle threads off the cores (sparseopt.threads.set_idle_thread_env)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
 
 try:
     import torch

@@ -43,7 +43,10 @@ import os
 import sys
 import warnings
 
-import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
+
 import numpy as np
 import torch
 

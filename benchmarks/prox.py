@@ -27,7 +27,10 @@ import argparse
 import importlib.util
 import os
 
-import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
+
 import numpy as np
 
 from _timing import best_times, check_device, synced  # noqa: E402

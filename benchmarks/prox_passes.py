@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 
-import sparseopt  # noqa: F401  (before NumPy: OPENBLAS_THREAD_TIMEOUT)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
+
 import numpy as np
 
 from _timing import best_times, parse_size  # noqa: E402

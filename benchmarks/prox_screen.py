@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 
-import sparseopt  # noqa: F401  (before NumPy: OPENBLAS_THREAD_TIMEOUT)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
+
 import numpy as np
 
 import sparseopt.prox as prox_module

@@ -29,7 +29,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import sparseopt  # noqa: F401  (first: it sets OpenBLAS's thread timeout before NumPy loads)
+from sparseopt.threads import set_idle_thread_env  # noqa: E402
+
+set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
+
 import numpy as np
 
 from sparseopt import prune

@@ -116,6 +116,12 @@ def _parser(command=None):
 
 
 def main(argv=None) -> int:
+    """The ``sparseopt`` command: set the idle-thread settings of OpenBLAS and libgomp
+    (:func:`sparseopt.threads.set_idle_thread_env`; nothing has loaded NumPy yet when the
+    console script calls this), then parse ``argv`` and run the command."""
+    from .threads import set_idle_thread_env
+
+    set_idle_thread_env()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     contributed = _command_entry_points()

@@ -1,5 +1,6 @@
-"""``import sparseopt``, OpenBLAS's thread timeout and libgomp's spin count
-(sparseopt/__init__.py)."""
+"""``import sparseopt`` changes nothing in the process (sparseopt/__init__.py loads its names
+on first use); the ``sparseopt`` command sets OpenBLAS's thread timeout and libgomp's spin
+count before NumPy loads (sparseopt.threads.set_idle_thread_env); the BLAS thread limits."""
 
 import os
 import subprocess
@@ -7,50 +8,65 @@ import sys
 
 import pytest
 
-
-def _timeout_after(code, env_value):
-    env = dict(os.environ)
-    env.pop("OPENBLAS_THREAD_TIMEOUT", None)
-    if env_value is not None:
-        env["OPENBLAS_THREAD_TIMEOUT"] = env_value
-    out = subprocess.run([sys.executable, "-c", code + "\nimport os\n"
-                          "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"],
-                         env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+_KEYS = ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
-@pytest.mark.parametrize("user_value, expected", [(None, "4"), ("0", "0"), ("12", "12")])
-def test_import_sets_the_timeout_unless_the_user_did(user_value, expected):
-    assert _timeout_after("import sparseopt", user_value) == expected
+def _child(code, user_env=None):
+    """Run ``code`` in a fresh interpreter whose environment has none of _KEYS but
+    ``user_env``; returns its stdout lines."""
+    env = {k: v for k, v in os.environ.items() if k not in _KEYS}
+    env.update(user_env or {})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.split()
 
 
-def test_import_after_numpy_leaves_the_environment_alone():
-    # OpenBLAS has read its environment already: setting it now would only mislead
-    assert _timeout_after("import numpy\nimport sparseopt", None) == "None"
+_PRINT = "import os\nprint(*[os.environ.get(k) for k in %r])\n" % (_KEYS[:2],)
 
 
-def _spincount_after(code, env_values):
-    env = dict(os.environ)
-    for key in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
-        env.pop(key, None)
-    env.update(env_values)
-    out = subprocess.run([sys.executable, "-c", code + "\nimport os\n"
-                          "print(os.environ.get('GOMP_SPINCOUNT'))"],
-                         env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+def test_import_changes_no_environment_and_loads_names_on_first_use():
+    code = ("import sys\nimport sparseopt\nprint('numpy' in sys.modules)\n"
+            "print(sparseopt.prune.__module__, sparseopt.layer.__name__, sparseopt.NM(2, 4))\n"
+            "from sparseopt import *\nprint(iobs_path.__module__)\n" + _PRINT)
+    assert _child(code) == ["False", "sparseopt.layer", "sparseopt.layer", "2:4",
+                            "sparseopt.paths", "None", "None"]
+
+
+def test_unknown_attribute_of_the_package_is_an_attribute_error():
+    import sparseopt
+
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        sparseopt.nothing_here
+    assert set(sparseopt.__all__) <= set(dir(sparseopt))
+
+
+# the command: what the console script runs (sparseopt.cli:main), with a command that
+# exits at once (an unknown one: exit 2 before any entry point is loaded)
+_COMMAND = ("import sys\nfrom sparseopt.cli import main\nassert 'numpy' not in sys.modules\n"
+            "try:\n    main(['no-such-command'])\nexcept SystemExit:\n    pass\n" + _PRINT)
 
 
 @pytest.mark.parametrize("user_env, expected", [
-    ({}, "10000"),
-    ({"GOMP_SPINCOUNT": "300000"}, "300000"),  # the user's value is kept
-    ({"OMP_WAIT_POLICY": "ACTIVE"}, "None"),  # so is the user's policy
+    ({}, ["4", "10000"]),
+    ({"OPENBLAS_THREAD_TIMEOUT": "0", "GOMP_SPINCOUNT": "300000"}, ["0", "300000"]),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, ["4", "None"]),  # the user's policy is kept
 ])
-def test_import_sets_the_openmp_spin_count_unless_the_user_chose(user_env, expected):
-    assert _spincount_after("import sparseopt", user_env) == expected
+def test_command_sets_the_thread_settings_unless_the_user_chose(user_env, expected):
+    assert _child(_COMMAND, user_env) == expected
 
 
-def test_import_after_numpy_leaves_the_spin_count_alone():
-    assert _spincount_after("import numpy\nimport sparseopt", {}) == "None"
+def test_settings_are_left_alone_once_numpy_is_loaded():
+    # OpenBLAS has read its environment already: setting it now would only mislead
+    code = ("import numpy\nfrom sparseopt.threads import set_idle_thread_env\n"
+            "print(len(set_idle_thread_env()))\n" + _PRINT)
+    assert _child(code) == ["0", "None", "None"]
+
+
+def test_set_idle_thread_env_returns_what_it_set():
+    code = ("from sparseopt.threads import set_idle_thread_env\n"
+            "env = {'GOMP_SPINCOUNT': '5'}\nprint(set_idle_thread_env(env), env)\n")
+    assert " ".join(_child(code)) == ("{'OPENBLAS_THREAD_TIMEOUT': '4'} "
+                                      "{'GOMP_SPINCOUNT': '5', 'OPENBLAS_THREAD_TIMEOUT': '4'}")
 
 
 def _blas_threads():
