@@ -325,3 +325,15 @@ def test_iobs_fig1_fails_when_iobs_is_a_gradient_step(name, cid, monkeypatch, tm
     ok, got = _run_broken(name, tmp_path)
     assert ok is False
     assert got[cid] is False
+
+
+def test_maiht_accel_tail_rate_fails_for_plain_iht(monkeypatch, tmp_path):
+    # plain IHT in place of mAIHT: the bounds of Thm 3.4 (2) still hold (they are loose), but
+    # the tail rate is IHT's own (ratio 1 < 1.1)
+    import sparseopt.solvers as solvers
+
+    orig_iht = solvers.iht
+    monkeypatch.setattr(solvers, "maiht", lambda f, **kw: orig_iht(f, **kw))
+    ok, got = _run_broken("maiht_accel_rate", tmp_path)
+    assert ok is False
+    assert got["maiht-accel-tail-rate"] is False

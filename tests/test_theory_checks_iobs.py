@@ -1,21 +1,29 @@
-"""The I-OBS theory checks (iobs-wu Fig. 1a, Fig. 1b, Thm 1 / Lemma 3) in quick mode."""
-
-import importlib
+"""The I-OBS theory checks (iobs-wu Fig. 1a, Fig. 1b, Thm 1 / Lemma 3) in quick mode, and the
+rate check failing for a Newton step of the wrong length."""
 
 import pytest
 
+from theory_checks._testing import assert_quick_run_holds, run_quick
 
 
 @pytest.mark.parametrize("name", ["iobs_fig1a", "iobs_digits", "iobs_rate"])
-def test_iobs_theory_check_quick(name, tmp_path, capsys):
+def test_iobs_theory_check_quick(name, tmp_path):
     if name == "iobs_digits":
         pytest.importorskip("sklearn")  # the digits check needs scikit-learn's bundled images
-    module = importlib.import_module(f"theory_checks.check_{name}")
-    assert module.run(str(tmp_path), quick=True) is True
-    from theory_checks._report import take_claims
-    from theory_checks.claims import missing_claims
-
-    assert missing_claims(name, take_claims()) == []  # every claim registered to it was recorded
-    out = capsys.readouterr().out
-    assert f"PASS: {name}" in out
+    ok, got = run_quick(name, tmp_path)
+    assert_quick_run_holds(name, ok, got, tmp_path)
     assert (tmp_path / f"{name}.png").stat().st_size > 1000
+
+
+def test_iobs_rate_fails_for_a_half_newton_step(monkeypatch, tmp_path):
+    """Top-k I-OBS with a Newton step of length 0.5 converges linearly: the fitted order is
+    about 1 and the quadratic-rate claims fail."""
+    import theory_checks.check_iobs_rate as chk
+
+    orig = chk.topk_iobs
+    monkeypatch.setattr(chk, "topk_iobs", lambda f, **kw: orig(f, **{**kw, "step": 0.5}))
+    ok, got = run_quick("iobs_rate", tmp_path)
+    assert ok is False
+    assert got["iobs-quadratic-order"][1] is False
+    assert got["iobs-lemma3"][1] is False
+    assert got["iobs-thm1"][1] is True  # the exact I-OBS is untouched

@@ -77,6 +77,9 @@ CLAIMS: list[Claim] = [
     Claim("iobs-lemma9", PAPER, "Lemma 9",
           "Interlacing: lambda_i(H) <= lambda_i(I_S H I_S') <= lambda_{i+d-|S|}(H).",
           check="iobs_lemmas"),
+    Claim("iobs-quadratic-order", PAPER, "Theorem 1, Lemma 3",
+          "Exact and Top-k I-OBS converge locally quadratically (order 2).",
+          check="iobs_rate"),
     Claim("iobs-fig1a", PAPER, "Sec. 4.1, Fig. 1a",
           "Top-k I-OBS has a better convergence rate than k-IHT on sparse linear regression with a "
           "Gaussian prior (d = 128, k* = 16, n = 256, k = 64).",
