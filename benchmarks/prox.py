@@ -58,11 +58,9 @@ def main(argv=None):
     import llvmlite.binding as ll
 
     from sparseopt.prox import prox_nm
-    from sparseopt.simd import avx512
 
     print(f"[bench] numba threads: {numba.get_num_threads()}, cpus: {os.cpu_count()}, "
-          f"CPU {ll.get_host_cpu_name()}, 512-bit vectors in the kernel: "
-          f"{'yes' if avx512() else 'no (no AVX-512)'}", flush=True)
+          f"CPU {ll.get_host_cpu_name()}", flush=True)
     rng = np.random.default_rng(args.seed)
     print(f"[bench] drawing Y ~ N(0, 1), shape ({args.cells}, 4)", flush=True)
     Y64 = rng.standard_normal((args.cells, 4))

@@ -373,15 +373,13 @@ def test_2_4_kernel_passes_are_vectorized(name):
     """The chunk passes of the 2:4 kernel are written branch-free on a structure-of-arrays
     scratch so that LLVM vectorizes them (most of their speed, docs/prox.md). Fails if an
     edit brings back a branch or an aliasing pattern that keeps the loop scalar: then the
-    compiled loop computes with scalar instructions only (mulsd, no mulpd); on a CPU with
-    AVX-512 also if the passes do not use 512-bit registers (``sparseopt.simd``). Compiled
+    compiled loop computes with scalar instructions only (mulsd, no mulpd). Compiled
     afresh here (a function loaded from Numba's cache has no assembly to show)."""
     import re
 
     from numba import njit
 
     from sparseopt.prox import alm
-    from sparseopt.simd import avx512
 
     fn = njit(error_model="numpy")(getattr(alm, name).py_func)
     S = np.random.default_rng(0).uniform(0.1, 1.0, alm._ROWS * alm._CHUNK)
@@ -398,10 +396,6 @@ def test_2_4_kernel_passes_are_vectorized(name):
     packed = len(re.findall(r"\bv?(?:mul|add|sub)pd\b", asm))
     scalar = len(re.findall(r"\bv?(?:mul|add|sub)sd\b", asm))
     assert packed > scalar, (packed, scalar)
-    if avx512():
-        # sparseopt.simd.wide_vectors: 512-bit registers (LLVM's default on Intel's AVX-512
-        # servers is 256-bit; without it the kernel took 15-28% longer at lam <= 0.3)
-        assert len(re.findall(r"%zmm\d", asm)) > len(re.findall(r"%ymm\d", asm)), name
 
 
 @pytest.mark.parametrize("lam, s, share, tol", [(0.1, 3, 0.5, 1e-12), (0.3, 3, 0.5, 1e-12),

@@ -63,7 +63,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..simd import inline_in_llvm, wide_vectors
+from ..simd import inline_in_llvm
 from ..validation import _FINITE_MAX, check_finite, check_real  # |v| <= _FINITE_MAX: finite
 
 __all__ = [
@@ -890,7 +890,6 @@ def _bound24(S, lam, cuts):
     stored in the rows they name (``_solve_chunk24``'s first pass). ``cuts``: also skip
     candidates whose lower bound exceeds f at a point w >= 0 (False only in tests, which
     check that the cut changes nothing)."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         (a1, a2, scale, z2, z3, z4, perm, best, solve3, x31, x32, x33, solve4, lb4,
          x41, x42, x43, x44) = _bound24_one(
@@ -1057,7 +1056,6 @@ def _fast24(S, lam, tol, max_iter, s):
 @njit(cache=True, error_model="numpy")
 def _fast24_s3(S, lam, tol, max_iter):
     """:func:`_fast24` for candidate 3 on a chunk (vectorized)."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     _fast24(S, lam, tol, max_iter, 3)
 
 
@@ -1065,7 +1063,6 @@ def _fast24_s3(S, lam, tol, max_iter):
 def _fast24_s4(S, lam, tol, max_iter):
     """:func:`_fast24` for the dense candidate on a chunk (vectorized), for the groups of
     route 1 (``_dense_route24``)."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     _fast24(S, lam, tol, max_iter, 4)
 
 
@@ -1074,7 +1071,6 @@ def _judge_pass24(S, lam, max_iter):
     """Per group of a chunk, without branches: the dense candidate of a group of route 1
     (rows _W4, _IT4: by ``_fast24_s4`` or the scalar ALM) against the best point so far
     (``_judge24``): its sweeps and flag added, the result where it wins."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         take = (S[_RT * _CHUNK + j] == 1.0) & (S[_IT4 * _CHUNK + j] > 0.0)
         scale = S[_SCALE * _CHUNK + j]
@@ -1127,7 +1123,6 @@ def _store24_one(two, a1, a2, b1, b2, b3, b4, perm, y1, y2, y3, y4):
 @njit(cache=True, error_model="numpy")
 def _store24(S):
     """Per group of a chunk, without branches: ``_store24_one`` from the rows of S."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         o1, o2, o3, o4 = _store24_one(
             S[_TWO * _CHUNK + j] != 0.0, S[_A1 * _CHUNK + j], S[_A2 * _CHUNK + j],
@@ -1201,7 +1196,6 @@ def _decide_pass24(S, lam, max_iter, cuts):
     """Per group of a chunk, without branches: ``_decide24`` on its 3-sparse candidate (rows
     _W3, _IT3, filled for every group that solves it), its results stored in rows _BEST,
     _TWO, _B, _SW, _MX and _RT."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         scale = S[_SCALE * _CHUNK + j]
         best, two, b1, b2, b3, mx, sw, route = _decide24(
@@ -1233,7 +1227,6 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
     (mostly ending on a face), their comparison with the best point (``_judge_pass24``,
     vectorized); ``_store24`` (vectorized).
     """
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     n = stop - start
     S = np.empty(_ROWS * _CHUNK)  # the chunk, one row per quantity (see _Y.._MX)
     nonfinite = 0  # groups with NaN or Inf: they run no candidate solve (every test of
@@ -1367,7 +1360,6 @@ def _easy24(v1, v2, v3, v4, lam):
 @njit(cache=True, error_model="numpy")
 def _screen_pass24(T, lam):
     """Per group of a chunk, without branches: the certificate and the 2-sparse result."""
-    wide_vectors()  # 512-bit vectors where the CPU has them (sparseopt.simd)
     for j in range(_CHUNK):
         v1 = T[_SY * _CHUNK + j]
         v2 = T[(_SY + 1) * _CHUNK + j]
