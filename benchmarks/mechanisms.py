@@ -4,7 +4,7 @@ whole job, in one run (issue 43 item 5: keep a mechanism only where it saves >= 
 Usage::
 
     python benchmarks/mechanisms.py                        # every mechanism, 4096 x 4096
-    python benchmarks/mechanisms.py --size 512 --iters 10 --llama 4x256 --only env free_list
+    python benchmarks/mechanisms.py --size 512 --iters 10 --only env screen
 
 The whole jobs:
 
@@ -15,21 +15,12 @@ The whole jobs:
   than in a full run).
 * ``small``: the same at 1536 x 384 (MiniLM's MLP shape, ``make demo``) with ``prox`` and
   ``sparsegpt``: the BLAS limiter acts only on matrices up to 512 wide.
-* ``stream``: ``prune_model(..., method="wanda")`` of a random Llama folder (``--llama``
-  blocks x hidden) read block by block from disk (``load_model(offload=True)``): time and
-  peak resident memory of the process (``ru_maxrss``).
 
 The mechanisms (A = with it, as the code is; B = without it):
 
 * ``env``: ``OPENBLAS_THREAD_TIMEOUT=4`` and ``GOMP_SPINCOUNT=10000`` (what the ``sparseopt``
   command sets) against both libraries' defaults; a child process per run (both libraries
   read their variable when they load).
-* ``wide_vectors``: the 512-bit vector attribute of ``sparseopt.simd`` (llvmlite private
-  set write) against none; a child per run, each variant with its own Numba cache.
-* ``malloc_trim``: ``return_freed_memory`` after each layer and block against a no-op; a
-  child per run (peak memory is per process).
-* ``free_list``: ``proximal_gradient``'s free arrays (``_Buffers``) against a fresh
-  ``np.empty`` each time; in one process.
 * ``kernel24``: the 2:4 kernel of ``sparseopt.prox.alm`` against the generic N:M kernel
   (``enum_alm_rows(..., generic=True)``); in one process.
 * ``screen``: the 2:4 kernel's 2-sparse certificate against none (``screen=False``).
@@ -43,6 +34,12 @@ Runs alternate A B A B ... (``--rounds`` each, after one warm-up of each in the 
 cases) so that both see the same load; the table gives the median and the spread
 (min-max) of each, the saving ``1 - A / B`` of the medians, and whether the results of A
 and B are the same bits (SHA-256 of the pruned weights).
+
+Mechanisms this script measured and that were removed for it (``wide_vectors``, the
+512-bit vector attribute of ``sparseopt.simd``; ``malloc_trim`` after each layer and block
+of the torch adapter's streaming prune; ``free_list``, the arrays ``proximal_gradient``
+reused across iterations) are measured by the version of this script in commit 08d20df;
+their figures are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -62,8 +59,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-PROCESS = ("env", "wide_vectors", "malloc_trim")
-INPROCESS = ("free_list", "kernel24", "screen", "blas_limiter", "cuda24")
+PROCESS = ("env",)
+INPROCESS = ("kernel24", "screen", "blas_limiter", "cuda24")
 ALL = PROCESS + INPROCESS
 #: What the ``sparseopt`` command sets (``sparseopt.threads.IDLE_THREAD_ENV``) and the
 #: libraries' own defaults.
@@ -123,88 +120,14 @@ def small_job(data, iters):
     return run
 
 
-def _llama_folder(data, blocks, hidden):
-    """A random Llama (``blocks`` x ``hidden``, intermediate 2.75 hidden) saved like a user's
-    checkpoint, with a word-level tokenizer (no download)."""
-    folder = os.path.join(data, f"llama{blocks}x{hidden}")
-    if os.path.exists(os.path.join(folder, "done")):
-        return folder
-    import torch
-    from tokenizers import Tokenizer, models
-    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
-
-    cfg = LlamaConfig(vocab_size=8192, hidden_size=hidden, intermediate_size=hidden * 11 // 4,
-                      num_hidden_layers=blocks, num_attention_heads=hidden // 64,
-                      num_key_value_heads=hidden // 128, max_position_embeddings=256)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).eval().save_pretrained(folder)
-    vocab = {"[UNK]": 0, "[PAD]": 1}
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")),
-        unk_token="[UNK]", pad_token="[PAD]")
-    tok.save_pretrained(folder)
-    open(os.path.join(folder, "done"), "w").close()
-    return folder
-
-
-def stream_job(data, blocks, hidden):
-    """prune_model(wanda) of the random Llama read block by block from disk."""
-    import torch
-    from sparseopt_torch.models import load_model
-    from sparseopt_torch.prune import prune_model
-
-    folder = _llama_folder(data, blocks, hidden)
-    g = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(2, 8192, (4, 128), generator=g),
-                "attention_mask": torch.ones(4, 128, dtype=torch.long)} for _ in range(4)]
-
-    def run():
-        t0 = time.perf_counter()
-        model, _, weights = load_model(folder, offload=True)
-        with tempfile.TemporaryDirectory() as out:
-            prune_model(model, batches, method="wanda", weights=weights, out=out,
-                        progress=False)
-            from safetensors.numpy import load_file
-
-            layers = sorted(f for f in os.listdir(os.path.join(out, "layers"))
-                            if f.endswith(".safetensors"))
-            digest = _digest(*[v for f in layers
-                               for v in load_file(os.path.join(out, "layers", f)).values()])
-        return time.perf_counter() - t0, digest
-    return run
-
-
 # ----------------------------------------------------------------------------------------
 # the mechanisms switched off (B)
-
-
-def _no_wide_vectors():
-    """Compile the kernels without the 512-bit attribute: the intrinsic's write is skipped
-    (a separate Numba cache directory keeps the two variants apart)."""
-    import sparseopt.simd as simd
-
-    class _NoAdd:
-        @staticmethod
-        def add(attributes, value):
-            return None
-    simd.set = _NoAdd  # the intrinsic's codegen calls set.add(attributes, PREFER_512)
 
 
 @contextlib.contextmanager
 def switched_off(name):
     """The code without mechanism ``name`` (in-process ones) while the block runs."""
-    import numpy as np
-
-    if name == "free_list":
-        from sparseopt.solvers import proxgrad
-
-        old = proxgrad._Buffers.take
-        proxgrad._Buffers.take = lambda self: np.empty(self.shape, dtype=self.dtype)
-        try:
-            yield
-        finally:
-            proxgrad._Buffers.take = old
-    elif name in ("kernel24", "screen"):
+    if name in ("kernel24", "screen"):
         import sparseopt.prox as prox
 
         old = prox.enum_alm_rows
@@ -253,18 +176,9 @@ def child(args):
     spec = json.loads(args.child)
     name, variant, p = spec["name"], spec["variant"], spec["params"]
     if name in PROCESS:
-        if name == "wide_vectors" and variant == "B":
-            _no_wide_vectors()
-        if name == "malloc_trim" and variant == "B":
-            import sparseopt_torch.prune as adapter_prune
-
-            adapter_prune.return_freed_memory = lambda: None
-        if name == "malloc_trim":
-            job = stream_job(p["data"], *p["llama"])
-        else:
-            job = layer_job(p["data"], p["size"], p["iters"])
-            if spec.get("warm"):  # compile (or load) the kernels outside the timed run
-                layer_job(p["data"], 256, 2)()
+        job = layer_job(p["data"], p["size"], p["iters"])
+        if spec.get("warm"):  # compile (or load) the kernels outside the timed run
+            layer_job(p["data"], 256, 2)()
         seconds, digest = job()
         import resource
 
@@ -320,7 +234,7 @@ def _spawn(name, variant, params, env_extra=None, drop=(), warm=False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(name, params, cache):
+def measure(name, params):
     """{"A": [[s, digest, rss], ...], "B": [...]} of mechanism ``name``."""
     if name in INPROCESS:
         env = dict(ENV_ON)
@@ -331,8 +245,6 @@ def measure(name, params, cache):
             env, drop = dict(ENV_ON), ("OMP_WAIT_POLICY",)
             if name == "env" and variant == "B":
                 env = dict(ENV_OFF)
-            if name == "wide_vectors":
-                env["NUMBA_CACHE_DIR"] = os.path.join(cache, f"numba-{variant}")
             res = _spawn(name, variant, params, env, drop, warm=True)
             out[variant] += res[variant]
             print(f"[mechanisms] {name} round {r + 1} {variant}: {res[variant][0][0]:.2f} s",
@@ -341,7 +253,7 @@ def measure(name, params, cache):
 
 
 def _cpu():
-    """The CPU's model, core count and whether it has AVX-512F (where wide_vectors acts)."""
+    """The CPU's model, core count and whether it has AVX-512F."""
     model, avx512 = "?", False
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
         for line in f:
@@ -377,8 +289,6 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=4096, help="layer job: size x size")
     parser.add_argument("--iters", type=int, default=50, help="prox iterations of a job")
     parser.add_argument("--rounds", type=int, default=3, help="A/B runs of each (>= 1)")
-    parser.add_argument("--llama", default="16x1024",
-                        help="stream job: BLOCKSxHIDDEN of the random Llama (16x1024)")
     parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -386,16 +296,12 @@ def main(argv=None):
         return child(args)
     if args.rounds < 1 or args.iters < 1 or args.size < 4 or args.size % 4:
         parser.error("--rounds and --iters must be >= 1, --size a multiple of 4")
-    try:
-        llama = [int(v) for v in args.llama.lower().split("x")]
-    except ValueError:
-        parser.error(f"--llama must look like 16x1024, got {args.llama!r}")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or tmp
         os.makedirs(data, exist_ok=True)
         params = {"data": data, "size": args.size, "iters": args.iters,
-                  "rounds": args.rounds, "llama": llama}
-        jobs = {"malloc_trim": f"stream {args.llama}", "blas_limiter": "1536x384 prox+sparsegpt",
+                  "rounds": args.rounds}
+        jobs = {"blas_limiter": "1536x384 prox+sparsegpt",
                 "cuda24": f"prox24 {args.size}x{args.size} CUDA"}
         print(f"[mechanisms] {_cpu()}, size {args.size}, {args.iters} prox "
               f"iterations, {args.rounds} rounds", flush=True)
@@ -403,7 +309,7 @@ def main(argv=None):
         for name in args.only:
             t0 = time.perf_counter()
             try:
-                res = measure(name, params, tmp)
+                res = measure(name, params)
             except RuntimeError as exc:  # a child failed: report it, measure the others
                 print(f"[mechanisms] {exc}", file=sys.stderr, flush=True)
                 res = {"skipped": str(exc).splitlines()[0]}

@@ -12,8 +12,8 @@ Only the hot kernels differ per backend (:func:`kernel`):
 - ``"torch"``: batched torch kernels for tensors on an accelerator, contributed by the torch
   adapter through the ``sparseopt.kernels`` entry point group (the core never imports the
   adapter). A torch tensor on the CPU shares its memory with a NumPy array, so on the CPU the
-  Numba kernels serve torch too (they are 7-10x faster there than the torch kernels,
-  docs/benchmarks.md); the same holds for the LAPACK calls of :mod:`sparseopt.linalg`.
+  Numba kernels serve torch too (faster there than torch kernels: docs/benchmarks.md); the
+  same holds for the LAPACK calls of :mod:`sparseopt.linalg`.
   Inside :func:`device_kernels` CPU tensors take the accelerator path instead: how the tests
   check the GPU code on a machine without one.
 """

@@ -1,10 +1,13 @@
 """Command line: ``sparseopt demo`` and the commands installed packages contribute.
 
 ``demo`` is the core's own command. Other commands come from the ``sparseopt.commands``
-entry point group: the torch adapter (the ``torch`` and ``minilm`` extras) adds ``prune``,
-``eval`` and ``export``, which prune the real model sentence-transformers all-MiniLM-L6-v2.
-The core never imports the adapter: it loads the entry points, and only the one of the
+entry point group: the torch adapter (the ``torch`` extra) adds ``prune``, ``eval`` and
+``export``, which prune, evaluate and export transformer models. The core never imports the adapter: it loads the entry points, and only the one of the
 command that runs (all of them for ``sparseopt --help``).
+
+Before anything loads NumPy, :func:`main` sets the idle-thread settings of OpenBLAS and
+libgomp (:func:`sparseopt.threads.set_idle_thread_env`): this module imports neither NumPy
+nor the rest of the package at import time.
 
 The contract of an entry point of ``sparseopt.commands``: its name is the command; it loads
 a function ``add(subparsers)`` that adds the subparser of that name to the core's argparse

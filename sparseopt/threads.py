@@ -8,8 +8,8 @@ This module imports neither NumPy nor Numba at import time, so that
 :func:`set_idle_thread_env` can run before they load.
 
 The layer problems of the theory checks, the demo and some tests are one row or a few rows:
-their products are matrix-vector sized, where a second thread only adds start-up cost, and
-on a shared 2-core machine oversubscribed thread pools made them 10-50x slower.
+their products are matrix-vector sized, where a second thread only adds start-up cost and
+oversubscribed thread pools on a shared machine cost many times the work.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ def one_blas_thread():
     any of them lasts (BLAS calls of other threads in that window run on one thread too:
     slower, not different). (OpenBLAS 0.3.31 does not always take a limit set from a thread
     other than the main one after the main thread set its count: there the block runs on
-    BLAS's threads, as before.) The BLAS libraries are looked up once, at the first call
-    (~0.3 ms): one loaded later (by another package) keeps its threads.
+    BLAS's threads, as before.) The BLAS libraries are looked up once, at the first call:
+    one loaded later (by another package) keeps its threads.
     """
     state = _BLAS_STATE
     with _BLAS_LOCK:
         if state["inside"] == 0:
-            if state["controller"] is None:  # inspecting the libraries costs ~0.3 ms: once
+            if state["controller"] is None:  # inspecting the libraries: once
                 from threadpoolctl import ThreadpoolController
 
                 state["controller"] = ThreadpoolController()

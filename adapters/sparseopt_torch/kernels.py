@@ -19,10 +19,9 @@ CPU tensors use the Numba kernels on NumPy views; inside
 the tests check them against the core without a GPU (tests/adapter/test_kernels.py).
 
 The 2:4 prox is not written again in torch: a batched torch version of EnumALM (one tensor
-per coordinate, a convergence mask over the groups) was this module's until 2026-11-27, and
-on a GPU it was launch-bound (every ALM sweep dozens of kernels, as many sweeps as the
-slowest group needs): 120x ``torch.sort`` on an H100, where the core's kernel compiled for
-the GPU took 0.8x and the core's kernel on the host copy 54x (docs/benchmarks.md).
+per coordinate, a convergence mask over the groups) is launch-bound on a GPU (every ALM
+sweep dozens of kernels, as many sweeps as the slowest group needs), far slower than the
+core's kernel compiled for the GPU (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -134,9 +133,7 @@ def prox24(Y, lam, *, tol=None, max_iter=None, kernel="auto", return_info=False)
     0.5 ||w - y||^2 + lam r_{2:4}(w) (eq. 7) wins, ties going to the sparser one. The
     arithmetic is float64 whatever the input dtype; a float32 result is rounded once. On
     the GPU the results equal the CPU kernel's up to rounding (fused multiply-adds); the
-    host kernel's are the core's bit for bit. (A batched torch version of the algorithm
-    ran here until 2026-11-27: 120x ``torch.sort`` on an H100, against 0.8x for the CUDA
-    kernel and 54x for the host kernel on that machine's 16 cores; ``docs/benchmarks.md``.)
+    host kernel's are the core's bit for bit.
 
     Examples
     --------

@@ -720,8 +720,8 @@ def _alm24(z1, z2, z3, z4, s, lam, tol_abs, newton_start, max_iter, x1, x2, x3, 
 @njit(cache=True)
 def _alm24_dense(z2, z3, z4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4):
     """``_alm24`` for the dense candidate (z1 = 1), compiled once and called, not inlined:
-    ``_solve_chunk24`` runs it from two places, and inlining it twice made the kernel's
-    compilation 15 s longer. It takes and returns scalars only, so a call costs little."""
+    ``_solve_chunk24`` runs it from two places, and inlining it twice lengthened the kernel's
+    compilation. It takes and returns scalars only, so a call costs little."""
     return _alm24(1.0, z2, z3, z4, 4, lam, tol_abs, newton_start, max_iter, x1, x2, x3, x4)
 
 
@@ -1314,7 +1314,7 @@ def _solve_chunk24(y, start, stop, lam, tol, max_iter, out, sweeps, maxed, cuts)
 # g(t*) = z2 - R - z2^2 rho^2 / (4 R). (The kernel multiplies these tests out by lg z2 > 0
 # and R > 0: divisions cost more than the rest.) Lemma 10's rho <= 1 is necessary; along a
 # prox-gradient path this certifies nearly every group whose optimum is 2-sparse, which then
-# skips the kernel's brackets and bounds (~7 ns a group in all instead of ~20).
+# skips the kernel's brackets and bounds (the screen is a few comparisons per group).
 # --------------------------------------------------------------------------------------
 
 # The certificate must hold by this relative margin (its numbers are O(1) and computed to a
@@ -1328,8 +1328,8 @@ _SROWS = 9
 # The 2:4 driver works on blocks of _BLOCK chunks. It screens a block's first chunk; when at
 # least _SCREEN_SHARE of it is certified it screens the rest and runs the kernel on the
 # groups left, packed into full chunks, else the kernel on the whole block. (Screening costs
-# ~7 ns a group, the kernel ~15-30 ns a certified group; early on a prox-gradient path, when
-# hardly a group is 2-sparse, the screen costs 1/_BLOCK of itself.)
+# less than the kernel on a certified group; early on a prox-gradient path, when hardly a
+# group is 2-sparse, the screen costs 1/_BLOCK of itself.)
 _BLOCK = 8
 _SCREEN_SHARE = 0.3
 

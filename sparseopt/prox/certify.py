@@ -724,11 +724,8 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
       to split and when to stop; they play no part in the bound's validity, so a wrong
       candidate is never certified.
 
-    Measured (``python -m theory_checks table1``, one core): 50/50 sampled optima of the
-    paper's random problems and 50/50 nearly tied groups certified; 10 + 10 of them
-    branched (random ones at lam 14..91: Clarabel's dual 1e-6..3e-4 relative short; tied
-    ones: the relaxation not tight, root gap up to 0.29 relative), each with 3 boxes; per
-    group 0.06 s mean, 0.28 s max, at most 3 SDP solves.
+    ``python -m theory_checks table1`` runs it on sampled optima of the paper's random
+    problems and on nearly tied groups (its figures: ``docs/benchmarks.md``).
 
     Examples
     --------

@@ -31,18 +31,17 @@ from ..validation import check_int, check_real
 
 __all__ = ["available", "prox24_cuda"]
 
-#: Threads per block. H100, 4M groups, the kernel alone (docs/benchmarks.md, third GPU
-#: session): float64 1.37-1.38 ms at 64-256 and 1.53 at 512; float32 1.91 ms at 128, 1.58 at
-#: 256 and 1.56 at 512.
+#: Threads per block (64-512 were measured; 256 was among the fastest for both dtypes,
+#: docs/benchmarks.md).
 THREADS = 256
 
 
 @functools.cache
 def available() -> bool:
     """Whether numba-cuda is installed, sees a CUDA device (the simulator counts) and its
-    compiler imports. It may not with a NumPy newer than it knows: numba-cuda 0.30.4 fails
-    on NumPy 2.5, which removed ``np.row_stack`` (seen on an H100 machine, 2026-11-27); that
-    case warns once (RuntimeWarning) and returns False."""
+    compiler imports. It may not with a NumPy newer than it knows (numba-cuda 0.30.4 uses
+    ``np.row_stack``, which NumPy 2.5 removed); that case warns once (RuntimeWarning) and
+    returns False."""
     import numba
 
     try:
