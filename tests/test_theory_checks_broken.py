@@ -185,6 +185,23 @@ def test_alm_decrease_fails_when_the_kernel_solves_another_lam(monkeypatch, tmp_
     assert got["liu-prop8"] is True and got["liu-prop6"] is True
 
 
+def test_alm_decrease_fails_for_a_kernel_returning_the_top_n_point(monkeypatch, tmp_path):
+    # a "kernel" that always returns the N largest entries unchanged is stationary on its
+    # support (w_i = z_i, e_N of the others is 0) but not off it (z_{N+1} > lam e_N(w))
+    import sparseopt.prox.alm as alm
+
+    def top_n(z, lam, n, tol, max_iter, *a, **kw):
+        w = np.zeros_like(z)
+        w[:, :n] = z[:, :n]
+        return w
+
+    monkeypatch.setattr(alm, "enum_alm_sorted", top_n)
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop6-kernel-critical"] is False
+    assert got["liu-prop8"] is True
+
+
 # --- table1 (proxsparse-liu Table 1 in full) -----------------------------------------------
 
 
