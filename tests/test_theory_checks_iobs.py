@@ -27,3 +27,29 @@ def test_iobs_rate_fails_for_a_half_newton_step(monkeypatch, tmp_path):
     assert got["iobs-quadratic-order"][1] is False
     assert got["iobs-lemma3"][1] is False
     assert got["iobs-thm1"][1] is True  # the exact I-OBS is untouched
+
+
+def test_iobs_quadratic_holds_quick(tmp_path):
+    ok, got = run_quick("iobs_quadratic", tmp_path)
+    assert_quick_run_holds("iobs_quadratic", ok, got, tmp_path)
+
+
+def test_iobs_quadratic_fails_for_a_half_step(monkeypatch, tmp_path):
+    """An I-OBS that moves only half way to its Newton-model optimum: not in one step."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import sparseopt.solvers as solvers
+
+    orig = solvers.iobs
+
+    def half(f, k, *, x0, **kw):
+        x = orig(f, k, x0=x0, **kw).x
+        return SimpleNamespace(x=np.where(x != 0, x0 + 0.5 * (x - x0), 0.0))
+
+    monkeypatch.setattr(solvers, "iobs", half)
+    ok, got = run_quick("iobs_quadratic", tmp_path)
+    assert ok is False
+    assert got["iobs-quadratic-one-step"][1] is False
+    assert got["iobs-woodtaylor"][1] is False

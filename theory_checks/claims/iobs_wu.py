@@ -80,6 +80,12 @@ CLAIMS: list[Claim] = [
     Claim("iobs-quadratic-order", PAPER, "Theorem 1, Lemma 3",
           "Exact and Top-k I-OBS converge locally quadratically (order 2).",
           check="iobs_rate"),
+    Claim("iobs-quadratic-one-step", PAPER, "Sec. 3 (connection to OBC)",
+          "If the objective is quadratic, Algorithm 1 (exact I-OBS) converges in one step.",
+          check="iobs_quadratic"),
+    Claim("iobs-woodtaylor", PAPER, "Sec. 3 (connection to WoodFisher)",
+          "Without the zero-gradient assumption the same computation gives WoodTaylor.",
+          check="iobs_quadratic"),
     Claim("iobs-fig1a", PAPER, "Sec. 4.1, Fig. 1a",
           "Top-k I-OBS has a better convergence rate than k-IHT on sparse linear regression with a "
           "Gaussian prior (d = 128, k* = 16, n = 256, k = 64).",
