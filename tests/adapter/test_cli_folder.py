@@ -113,12 +113,25 @@ def test_llama_folder_both_modes_and_eval(tmp_path, sequential, capsys):
         W = get_weight(find_layers(model, [name])[name])
         assert NM(2, 4).satisfied(W.numpy()), name
     # a rerun with other data in the same folder is refused, naming what differs
-    with pytest.raises(ValueError, match="n_calib was 4, now 5"):
+    with pytest.raises(SystemExit, match=r"n_calib \(saved 4, now 5\)"):
         main(["prune", "--model", folder, "--out", out, "--method", "magnitude",
               "--calibration", calib, "--n-calib", "5", *TINY[2:], *mode])
 
 
-def test_bad_input_is_refused_clearly(tmp_path):
+def _refused(capsys, argv, match):
+    """``main(argv)`` ends with one line ``sparseopt <command>: ...`` on stderr matching
+    ``match`` and exit status 2, not a traceback."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match=match) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err  # (progress bars of the loading before it may precede)
+    last = err.rstrip("\n").split("\n")[-1]
+    assert last.startswith(f"sparseopt {argv[0]}: ") and "Traceback" not in err, err
+    assert err.count("sparseopt ") == 1, err
+
+
+def test_bad_input_is_refused_clearly(tmp_path, capsys):
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=1)
     out = str(tmp_path / "run")
     empty = tmp_path / "empty.txt"
@@ -126,25 +139,27 @@ def test_bad_input_is_refused_clearly(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("a few words only\nand a few more\n")
     base = ["prune", "--model", folder, "--out", out, "--method", "wanda"]
-    with pytest.raises(ValueError, match="holds no text"):
-        main([*base, "--calibration", str(empty), *TINY])
-    with pytest.raises(ValueError, match="fewer than seq_len"):
-        main([*base, "--calibration", str(short), *TINY])
-    with pytest.raises(ValueError, match="no config.json"):
-        main(["prune", "--model", str(tmp_path), "--out", out, "--method", "wanda", *TINY])
-    with pytest.raises(SystemExit, match="N:M"):
-        main([*base, "--pattern", "2-4", *TINY])
-    with pytest.raises(SystemExit, match="give --method"):
-        main(["prune", "--model", folder, "--out", out, *TINY])
-    with pytest.raises(ValueError, match="not divisible by m = 3"):
-        main([*base, "--pattern", "2:3", *TINY])
-    with pytest.raises(ValueError, match="blocks='nope'"):
-        main([*base, "--blocks", "nope", *TINY])
+    _refused(capsys, [*base, "--calibration", str(empty), *TINY], "holds no text")
+    _refused(capsys, [*base, "--calibration", str(short), *TINY], "fewer than seq_len")
+    _refused(capsys, ["prune", "--model", str(tmp_path), "--out", out, "--method", "wanda",
+                      *TINY], "no config.json")
+    _refused(capsys, ["prune", "--model", str(tmp_path / "nowhere"), "--out", out,
+                      "--method", "wanda", *TINY], "is not a folder")
+    _refused(capsys, [*base, "--pattern", "2-4", *TINY], "N:M")
+    _refused(capsys, ["prune", "--model", folder, "--out", out, *TINY], "give --method")
+    _refused(capsys, [*base, "--pattern", "2:3", *TINY], "not divisible by m = 3")
+    _refused(capsys, [*base, "--blocks", "nope", *TINY], "blocks='nope'")
+    _refused(capsys, [*base, "--n-calib", "0"], "--n-calib must be a positive integer")
+    _refused(capsys, [*base, "--device", "gpu7", *TINY], "'gpu7' is not a torch device")
+    _refused(capsys, ["prune", "--model", folder, "--out", out, "--method", "proxsparse",
+                      "--offload", *TINY], "proxsparse trains the whole model in memory")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="no CUDA GPU"):
-            main([*base, "--device", "cuda", *TINY])
+        _refused(capsys, [*base, "--device", "cuda", *TINY], "no CUDA GPU")
     # nothing half-written by the refused runs
     assert not os.path.exists(os.path.join(out, "wanda"))
+    _refused(capsys, ["export", str(tmp_path), "--dense", str(tmp_path / "x")],
+             "has no run.json")
+    _refused(capsys, ["export", str(tmp_path)], "give --dense DIR and/or --packed FILE")
 
 
 def _cli(*args):
