@@ -12,7 +12,7 @@ from theory_checks.check_maiht_fixed_point import fixed_point_violation
 
 CHECKS = ["maiht_descent", "maiht_fixed_point", "maiht_rate", "maiht_acceleration",
           "maiht_magnitude", "maiht_mu", "maiht_accel_rate", "maiht_time",
-          "maiht_risk"]
+          "maiht_risk", "maiht_step"]
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -67,3 +67,17 @@ def test_def31_residual_is_the_set_valued_prox_map():
     t = np.sqrt(2.0)
     assert def31_residual(np.array([[t]]), np.eye(1) / 2, np.array([[t]]), 1.0, 1.0) == 0.0
     assert def31_residual(np.array([[t]]), np.eye(1) / 2, np.array([[0.0]]), 1.0, 1.0) == 0.0
+
+
+def test_maiht_step_fails_for_solvers_that_ignore_the_step(monkeypatch, tmp_path):
+    """IHT and mAIHT that always step 0.25 / L whatever step they are given: the rate no longer
+    grows with the step."""
+    import sparseopt.solvers as solvers
+    from theory_checks._testing import run_quick
+
+    for name in ("iht", "maiht"):
+        orig = getattr(solvers, name)
+        monkeypatch.setattr(solvers, name, lambda f, _o=orig, **kw: _o(f, **{**kw, "step": 0.25 / f.lipschitz()}))
+    ok, got = run_quick("maiht_step", tmp_path)
+    assert ok is False
+    assert got["maiht-sec3-larger-step"][1] is False

@@ -51,6 +51,9 @@ CLAIMS: list[Claim] = [
           "After its support settles the accelerated method converges faster than IHT with the same "
           "step (the bounds of Thm 3.4 (2) are loose by 10^4-10^5, so the rate itself is compared).",
           check="maiht_accel_rate"),
+    Claim("maiht-sec3-larger-step", PAPER, "Sec. 3.2 (after Theorem 3.4)",
+          "Theorem 3.4 suggests that a larger step size (alpha < 1/L) leads to a faster convergence rate.",
+          check="maiht_step"),
     Claim("maiht-table6-linear", PAPER, "App. D, Table 6",
           "mAIHT's runtime scales approximately linearly with the number of iterations.",
           check="maiht_time", timed=True),
