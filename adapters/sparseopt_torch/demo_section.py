@@ -21,7 +21,7 @@ import os
 import shutil
 
 from .experiment import all_runs, per_layer_rows, plot_per_layer
-from .hf import DEMO_OPTIONS, PRESETS, PROXSPARSE, Experiment, prune_folder, resolve_model
+from .hf import DEMO_OPTIONS, PROXSPARSE, Experiment, prune_folder, resolve_model
 from .prune import PruneSettings
 
 QUICK_METHODS = ("magnitude", "wanda", "prox")
