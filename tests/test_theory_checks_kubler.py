@@ -12,7 +12,7 @@ import pytest
 from theory_checks._testing import assert_quick_run_holds, run_quick
 
 CHECKS = ["kubler_fact2", "kubler_alg1", "kubler_lemma5", "kubler_cor6", "kubler_fact8", "kubler_speed",
-          "conjecture9_literal"]
+          "conjecture9_literal", "nm_general"]
 
 
 @pytest.mark.parametrize("name", CHECKS)
@@ -36,3 +36,19 @@ def test_conjecture9_literal_fails_for_an_iteration_that_reaches_w_star(monkeypa
     ok, got = run_quick("conjecture9_literal", tmp_path)
     assert ok is False
     assert got["kubler-conj9-literal"][1] is False
+
+
+def test_nm_general_fails_for_a_1m_prox_at_2_lam(monkeypatch, tmp_path):
+    """The 1:M prox solved at 2 lam: no longer the minimizer the enumeration of faces finds."""
+    import sparseopt.prox as prox_pkg
+
+    orig = prox_pkg.prox_nm
+
+    def broken(y, lam, n=2, m=4, **kw):
+        return orig(y, 2 * lam if n == 1 else lam, n, m, **kw)
+
+    monkeypatch.setattr(prox_pkg, "prox_nm", broken)
+    ok, got = run_quick("nm_general", tmp_path)
+    assert ok is False
+    assert got["kubler-sec34-1m"][1] is False
+    assert got["kubler-sec34-lemma4"][1] is True

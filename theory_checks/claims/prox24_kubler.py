@@ -62,6 +62,14 @@ CLAIMS: list[Claim] = [
           "Lemma 5 used that the Hessian in the 2:4 case is linear in w, which no longer holds for "
           "larger N (the check finds it already fails for 3:4).",
           check="kubler_lemma5"),
+    Claim("kubler-sec34-1m", PAPER, "Sec. 3.4",
+          "For 1:M sparsity the proximal operator is just a quadratic problem and can be solved in "
+          "closed form.",
+          check="nm_general"),
+    Claim("kubler-sec34-lemma4", PAPER, "Sec. 3.4",
+          "For general N:M, Lemma 4 (Lemma 3's reduction) still holds: it is enough to consider the "
+          "non-negative sorted case.",
+          check="nm_general"),
     Claim("kubler-cor6-f", PAPER, "Corollary 6",
           "The set of all local minima of f is convex, and if some minimizer of f over R^4_+ is dense, "
           "all local minima of f are global minima.",

@@ -9,6 +9,9 @@ CLAIMS: list[Claim] = [
           "Reg_{2:4}(w) = 0 if and only if w is 2:4 sparse, and Reg_{2:4} is invariant to permutation "
           "of the coordinates.",
           check="kubler_fact2"),
+    Claim("liu-prop1-diff", PAPER, "Prop. 1 (3)",
+          "Reg_{2:4} is differentiable when restricted to the active set {i : |w_i| > 0}.",
+          check="nm_general"),
     Claim("liu-prop2-null", PAPER, "Prop. 2 (1)",
           "Reg_W0(W) = 0 if and only if W_i = W0_i for all coordinates i with W_i != 0.",
           check="liu_regw0"),
