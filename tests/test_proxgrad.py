@@ -350,10 +350,12 @@ class _Plain:
 
 
 @pytest.mark.parametrize("fista", [True, False])
-def test_fused_loop_gives_the_iterates_of_the_allocating_loop(fista):
-    """With a NumPy LayerLoss and a Regularizer, the loop writes the gradient, the step and
-    the prox into one work array per iteration; the iterates are those of the allocating
-    loop (a regularizer without ``out``) bit for bit, and W* is not touched."""
+def test_work_arrays_are_reused_with_the_same_iterates(fista, monkeypatch):
+    """With a NumPy LayerLoss and a Regularizer, the loop takes a handful of work arrays
+    and reuses them (not ~7 new arrays per iteration); the iterates are those of the
+    allocating loop (a regularizer without ``out``) bit for bit, and W* is not touched."""
+    from sparseopt.solvers import proxgrad
+
     rng = np.random.default_rng(8)
     X = rng.standard_normal((64, 256))
     X[:32] += 0.7 * X[32:]
@@ -362,12 +364,22 @@ def test_fused_loop_gives_the_iterates_of_the_allocating_loop(fista):
     f = LayerLoss(W, (X @ X.T / 256).astype(np.float32), check_psd=False)
     sched = dict(lam0=0.01, beta=1.055, beta_start=1.2, beta_tail=1.5,
                  momentum="fista" if fista else None, pattern=NM(2, 4))
+    new_arrays = []
+    take = proxgrad._Buffers.take
+
+    def counting_take(self):
+        if not self.free:
+            new_arrays.append(1)
+        return take(self)
+
+    monkeypatch.setattr(proxgrad._Buffers, "take", counting_take)
     res = proximal_gradient(f, RNM(), **sched)
     ref = proximal_gradient(f, _Plain(), **sched)
     assert res.nit == ref.nit > 10
     assert _bits(res.x) == _bits(ref.x)
     np.testing.assert_array_equal(res.history["objective"], ref.history["objective"])
     assert res.info["restarts"] == ref.info["restarts"]
+    assert len(new_arrays) <= (3 if fista else 1)  # x_k, y_k and one spare at most
     assert np.array_equal(W, W_before) and not np.shares_memory(res.x, W)
 
 

@@ -123,6 +123,30 @@ def _fista_step(y, x_new, x, t, xp, out=None):
     return y_new, t_new, restart
 
 
+class _Buffers:
+    """Free arrays of one shape and dtype for the loop's iterates and gradients (NumPy).
+
+    A layer of 4096 x 4096 float32 weights is 64 MiB; glibc serves every allocation above
+    32 MiB by a fresh mmap whose pages the kernel zeroes and faults in again (7-10 s of
+    kernel time in a ~70 s prox-pruning run at that size before, ~3 s now; issue 12).
+    ``take`` reuses a released array or allocates one; ``release`` hands back the arrays
+    the loop no longer holds.
+    """
+
+    def __init__(self, like):
+        self.shape, self.dtype = like.shape, like.dtype
+        self.free = []
+
+    def take(self):
+        return self.free.pop() if self.free else np.empty(self.shape, dtype=self.dtype)
+
+    def release(self, arrays, keep):
+        for a in arrays:
+            if (a is not None and all(a is not k for k in keep)
+                    and all(a is not f for f in self.free)):
+                self.free.append(a)
+
+
 def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
                       max_iter=1000, min_iter=0, pattern=None, tail_tol=1e-4, stop_fraction=1.0,
                       momentum=None, beta_start=None, beta_tail=None, verbose=None,
@@ -286,31 +310,29 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         bar = tqdm(total=max_iter, desc=desc, unit="it")
     stop = min_iter == 0 and in_pattern(x)[1]  # with min_iter the start is not tested
     y, t, restarts = x, 1.0, 0
-    # NumPy: the gradient, the step and the prox write into one work array per iteration
-    # (fused passes, no temporaries in between)
-    fused = (_fused(x) and getattr(objective, "grad_out", False)
-             and x.dtype == objective.dtype and isinstance(regularizer, Regularizer))
-
-    def work():
-        return np.empty(x.shape, dtype=x.dtype)
+    # NumPy: the gradient, the step and the prox write into one work array, the iterates
+    # rotate through a few more (x is the loop's own copy, so it may be reused too)
+    buffers = (_Buffers(x) if _fused(x) and getattr(objective, "grad_out", False)
+               and x.dtype == objective.dtype and isinstance(regularizer, Regularizer)
+               else None)
     # an objective that takes the gradient step in the pass of its value saves a pass
-    stepper = fused and hasattr(objective, "value_and_step")
+    stepper = buffers is not None and hasattr(objective, "value_and_step")
     # started at a minimiser of f (LayerLoss at W*): the first gradient is 0, its step the
     # identity, so the first iteration is a pure prox without the product (its f is not
     # recorded either: the history's first entry is f(x_1))
     at_rest = x0 is None and getattr(objective, "stationary_reference", False)
     while not stop and k < max_iter:
         if k == 0 and at_rest:  # (no f to record: the history starts at f(x_1))
-            x_new = (regularizer.prox(y, lam, out=work()) if fused
-                     else regularizer.prox(y, lam))
-        elif not fused:
+            x_new = (regularizer.prox(y, lam) if buffers is None
+                     else regularizer.prox(y, lam, out=buffers.take()))
+        elif buffers is None:
             f_y, g = objective.value_and_grad(y)
             x_new = regularizer.prox(_gradient_step(y, g, step), lam)
         elif stepper:
-            f_y, z = objective.value_and_step(y, step, out=work())
+            f_y, z = objective.value_and_step(y, step, out=buffers.take())
             x_new = regularizer.prox(z, lam, out=z)
         else:
-            f_y, g = objective.value_and_grad(y, out=work())
+            f_y, g = objective.value_and_grad(y, out=buffers.take())
             x_new = regularizer.prox(_gradient_step(y, g, step, out=g), lam, out=g)
         if k > 0:  # f of the previous iterate (or its extrapolation), free with the gradient
             hist["objective"].append(f_y)
@@ -322,13 +344,16 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         k += 1
         lam *= (beta_start if frac < START_FRACTION else
                 beta_tail if frac >= TAIL_FRACTION else beta)
+        x_old, y_old = x, y
         if momentum == "fista":
             y, t, restarted = _fista_step(y, x_new, x, t, xp,
-                                          work() if fused else None)
+                                          None if buffers is None else buffers.take())
             restarts += restarted
         else:
             y = x_new
         x = x_new
+        if buffers is not None:
+            buffers.release((x_old, y_old), keep=(x, y))
         if bar is not None:
             bar.update(1)
             if hist["objective"]:
@@ -336,9 +361,9 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
                                 loss=f"{hist['objective'][-1]:.4g}", nm=f"{frac:.3f}")
     if k > 0:  # as every other entry: value_and_grad's f (LayerLoss: one product in x's
         # dtype, summed in float64; its float64 ``value`` costs 2-4 such products), by the
-        # loop's own fused path (the clipped loss: one product instead of two)
-        last = (objective.value_and_grad(x, out=work()) if fused
-                else objective.value_and_grad(x))
+        # loop's own path where it has buffers (the clipped loss: one product instead of two)
+        last = (objective.value_and_grad(x) if buffers is None
+                else objective.value_and_grad(x, out=buffers.take()))
         hist["objective"].append(last[0])
     if bar is not None:
         bar.close()
