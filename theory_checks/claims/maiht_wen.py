@@ -78,11 +78,10 @@ CLAIMS: list[Claim] = [
     Claim("maiht-sec4-step", PAPER, "Sec. 4 (experimental setup), Lemma 3.2",
           "The experiments take alpha = 0.95 / ||X'X||_2 with the stabilizer mu = 0.1 of eq. (5), a step "
           "below 1 / L as Lemma 3.2 requires.",
-          test="tests/test_layer_maiht_iobs.py::test_maiht_is_the_solver_on_the_normalised_problem",
-          outcome="DEVIATES",
+          check="maiht_step", outcome="DEVIATES",
           finding="by Remark 2.3 the mu-problem is problem (2) with X'X + mu I, so L = ||X'X|| + mu: on a "
                   "normalised diagonal H (||X'X|| = 1) alpha = 0.95 > 1 / 1.1 = 1 / L. The layer pruner "
-                  "takes alpha = 0.95 / ||X'X + mu I||_2 (the test checks it is the solver on that "
-                  "problem); with the paper's step layer_fig2 failed for maiht at alpha = 1 "
-                  "(docs/theory_checks.md). Not re-run by a check."),
+                  "takes alpha = 0.95 / ||X'X + mu I||_2. On X'X = I with the paper's step IHT's "
+                  "L(W) = f + lam ||W||_0 rises (Lemma 3.2 fails); with the corrected step it "
+                  "decreases (tests/test_layer_maiht_iobs.py checks the pruner's step)."),
 ]
