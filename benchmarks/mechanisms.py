@@ -4,15 +4,16 @@ whole job, in one run (issue 43 item 5: keep a mechanism only where it saves >= 
 Usage::
 
     python benchmarks/mechanisms.py                        # every mechanism, 4096 x 4096
-    python benchmarks/mechanisms.py --size 512 --iters 10 --only env screen
+    python benchmarks/mechanisms.py --size 512 --only env screen
 
 The whole jobs:
 
-* ``layer``: ``sparseopt.prune(W, H, "prox", max_iter=--iters)`` of one ``--size`` x ``--size``
-  layer (W ~ N(0, 1) float32, ``correlated_hessian``), the layer benchmark
-  (``benchmarks/layer.py``); the iteration cap keeps the run short (the set-up of the
-  pruner is in the time, so the share of a per-iteration mechanism is if anything larger
-  than in a full run).
+* ``layer``: ``sparseopt.prune(W, H, "prox")`` of one ``--size`` x ``--size`` layer
+  (W ~ N(0, 1) float32, ``correlated_hessian``), the layer benchmark
+  (``benchmarks/layer.py``): the whole run, about 70 iterations. ``--iters`` caps them for
+  a quick look only: a mechanism's share changes along the path (the 2-sparse certificate
+  pays late, where most groups are 2-sparse; the first 10 iterations showed the free list
+  and the certificate as costing 1%, the whole run as saving 17% and 11%).
 * ``small``: the same at 1536 x 384 (MiniLM's MLP shape, ``make demo``) with ``prox`` and
   ``sparsegpt``: the BLAS limiter acts only on matrices up to 512 wide.
 
@@ -21,6 +22,8 @@ The mechanisms (A = with it, as the code is; B = without it):
 * ``env``: ``OPENBLAS_THREAD_TIMEOUT=4`` and ``GOMP_SPINCOUNT=10000`` (what the ``sparseopt``
   command sets) against both libraries' defaults; a child process per run (both libraries
   read their variable when they load).
+* ``free_list``: ``proximal_gradient``'s free arrays (``_Buffers``) against a fresh
+  ``np.empty`` each time; in one process.
 * ``kernel24``: the 2:4 kernel of ``sparseopt.prox.alm`` against the generic N:M kernel
   (``enum_alm_rows(..., generic=True)``); in one process.
 * ``screen``: the 2:4 kernel's 2-sparse certificate against none (``screen=False``).
@@ -37,9 +40,9 @@ and B are the same bits (SHA-256 of the pruned weights).
 
 Mechanisms this script measured and that were removed for it (``wide_vectors``, the
 512-bit vector attribute of ``sparseopt.simd``; ``malloc_trim`` after each layer and block
-of the torch adapter's streaming prune; ``free_list``, the arrays ``proximal_gradient``
-reused across iterations) are measured by the version of this script in commit 08d20df;
-their figures are in ``docs/benchmarks.md``.
+of the torch adapter's streaming prune) are measured by the version of this script in
+commit 08d20df (run it in a checkout of that commit); their figures are in
+``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 PROCESS = ("env",)
-INPROCESS = ("kernel24", "screen", "blas_limiter", "cuda24")
+INPROCESS = ("free_list", "kernel24", "screen", "blas_limiter", "cuda24")
 ALL = PROCESS + INPROCESS
 #: What the ``sparseopt`` command sets (``sparseopt.threads.IDLE_THREAD_ENV``) and the
 #: libraries' own defaults.
@@ -94,14 +97,15 @@ def _layer(data, d_out, d_in):
 
 
 def layer_job(data, size, iters):
-    """The prox pruning of one size x size layer: () -> (seconds, digest)."""
+    """The prox pruning of one size x size layer (``iters``: a cap, None for the whole run):
+    () -> (seconds, digest)."""
     from sparseopt import prune
 
     W, H = _layer(data, size, size)
 
     def run():
         t0 = time.perf_counter()
-        res = prune(W, H, "prox", max_iter=iters, verbose=False)
+        res = prune(W, H, "prox", verbose=False, **({} if iters is None else {"max_iter": iters}))
         return time.perf_counter() - t0, _digest(res.W)
     return run
 
@@ -114,7 +118,7 @@ def small_job(data, iters):
 
     def run():
         t0 = time.perf_counter()
-        a = prune(W, H, "prox", max_iter=iters, verbose=False)
+        a = prune(W, H, "prox", verbose=False, **({} if iters is None else {"max_iter": iters}))
         b = prune(W, H, "sparsegpt")
         return time.perf_counter() - t0, _digest(a.W, b.W)
     return run
@@ -127,7 +131,17 @@ def small_job(data, iters):
 @contextlib.contextmanager
 def switched_off(name):
     """The code without mechanism ``name`` (in-process ones) while the block runs."""
-    if name in ("kernel24", "screen"):
+    if name == "free_list":
+        import numpy as np
+        from sparseopt.solvers import proxgrad
+
+        old = proxgrad._Buffers.take
+        proxgrad._Buffers.take = lambda self: np.empty(self.shape, dtype=self.dtype)
+        try:
+            yield
+        finally:
+            proxgrad._Buffers.take = old
+    elif name in ("kernel24", "screen"):
         import sparseopt.prox as prox
 
         old = prox.enum_alm_rows
@@ -287,14 +301,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=ALL, default=list(ALL))
     parser.add_argument("--size", type=int, default=4096, help="layer job: size x size")
-    parser.add_argument("--iters", type=int, default=50, help="prox iterations of a job")
+    parser.add_argument("--iters", type=int, default=None,
+                        help="cap on the prox iterations of a job (default: the whole run)")
     parser.add_argument("--rounds", type=int, default=3, help="A/B runs of each (>= 1)")
     parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
-    if args.rounds < 1 or args.iters < 1 or args.size < 4 or args.size % 4:
+    if args.rounds < 1 or (args.iters or 1) < 1 or args.size < 4 or args.size % 4:
         parser.error("--rounds and --iters must be >= 1, --size a multiple of 4")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or tmp
@@ -303,8 +318,8 @@ def main(argv=None):
                   "rounds": args.rounds}
         jobs = {"blas_limiter": "1536x384 prox+sparsegpt",
                 "cuda24": f"prox24 {args.size}x{args.size} CUDA"}
-        print(f"[mechanisms] {_cpu()}, size {args.size}, {args.iters} prox "
-              f"iterations, {args.rounds} rounds", flush=True)
+        print(f"[mechanisms] {_cpu()}, size {args.size}, prox iterations "
+              f"{args.iters or 'all'}, {args.rounds} rounds", flush=True)
         rows = []
         for name in args.only:
             t0 = time.perf_counter()
