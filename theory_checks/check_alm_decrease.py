@@ -125,18 +125,16 @@ def run(out_dir, quick=False):
                                            10_000), dtype=np.float64)[0]
             # off the support: 0 minimizes 0.5 (t - z_i)^2 + lam |t| e_N(w without i) over t
             # iff z_i <= lam e_N(w without i) (the limiting subdifferential contains 0 there)
-            zero = np.flatnonzero(w == 0)
-            if zero.size:
-                rest = np.array([np.delete(w, i) for i in zero])
-                e_z = np.asarray(elementary_symmetric(rest, n), dtype=np.float64).reshape(-1)
-                k_off = max(k_off, float(np.max(np.maximum(z[zero] - lam * e_z, 0.0))) / z[0])
+            e_all = np.asarray(elementary_symmetric(
+                np.array([np.delete(w, i) for i in range(m)]), n), dtype=np.float64).reshape(-1)
+            zero = w == 0
+            if zero.any():
+                k_off = max(k_off, float(np.max(np.maximum(z[zero] - lam * e_all[zero], 0.0))) / z[0])
             pos = np.flatnonzero(w > 0)
             if pos.size == 0:
                 continue
             k_sparse += pos.size <= n
-            others = np.array([np.delete(w, i) for i in pos])
-            e_n = np.asarray(elementary_symmetric(others, n), dtype=np.float64).reshape(-1)
-            res = np.abs(w[pos] - z[pos] + lam * e_n) / z[0]
+            res = np.abs(w[pos] - z[pos] + lam * e_all[pos]) / z[0]
             k_worst = max(k_worst, float(res.max()) if res.size else 0.0)
             k_count += 1
     k_ok = k_worst <= 1e-9 and k_off <= 1e-9
