@@ -201,3 +201,30 @@ def test_a_run_killed_mid_layer_resumes_bit_identical(tmp_path):
         a = load_file(os.path.join(full, "prox", "layers", f))
         b = load_file(os.path.join(layers, f))
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f
+
+
+def test_offload_shares_the_hessians_bit_for_bit(tmp_path, monkeypatch):
+    """Two methods with the weights on disk: the Hessians are collected once (by the first
+    run) and every saved weight equals the in-memory run's bit for bit."""
+    from safetensors.torch import load_file
+
+    from sparseopt_torch import hessians as hessians_module
+    from sparseopt_torch import prune as prune_module
+
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
+    calib = _text(tmp_path / "calib.txt")
+    args = ["--model", folder, "--method", "wanda", "--method", "sparsegpt", "--calibration",
+            calib, "--refine-steps", "2", *TINY]
+    calls = []
+    original = hessians_module.collect_hessians
+    monkeypatch.setattr(prune_module, "collect_hessians",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    assert main(["prune", "--out", str(tmp_path / "disk"), "--offload", *args]) == 0
+    assert len(calls) == 2  # one per block, for both methods
+    assert main(["prune", "--out", str(tmp_path / "mem"), *args]) == 0
+    for method in ("wanda", "sparsegpt"):
+        names = json.load(open(tmp_path / "mem" / method / "run.json"))["layers"]
+        for name in names:
+            a = load_file(tmp_path / "disk" / method / "layers" / f"{name}.safetensors")
+            b = load_file(tmp_path / "mem" / method / "layers" / f"{name}.safetensors")
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
