@@ -200,15 +200,20 @@ def held_out(experiment, tokenizer):
 
 
 def _hessians_fit(model, settings) -> bool:
-    """Whether every selected layer's Hessian fits in half the memory free now (the shared
-    Hessians are held together; q/k/v counted once each, so an upper bound)."""
+    """Whether every selected layer's Hessian fits in half the memory available now (the
+    shared Hessians are held together; q/k/v counted once each, so an upper bound)."""
     size = torch.empty((), dtype=settings.hessian_dtype).element_size()
     need = sum(get_weight(m).shape[1] ** 2 * size
                for m in find_layers(model, settings.modules).values())
-    try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # no sysconf: assume they fit
-        return True
+    try:  # Linux: MemAvailable counts the page cache the kernel would give back
+        with open("/proc/meminfo") as fh:
+            free = next(int(line.split()[1]) * 1024 for line in fh
+                        if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # no way to tell: assume they fit
+            return True
     return need <= free // 2
 
 

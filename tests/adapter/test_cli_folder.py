@@ -205,10 +205,12 @@ def test_a_run_killed_mid_layer_resumes_bit_identical(tmp_path):
 
 def test_offload_shares_the_hessians_bit_for_bit(tmp_path, monkeypatch):
     """Two methods with the weights on disk: the Hessians are collected once (by the first
-    run) and every saved weight equals the in-memory run's bit for bit."""
+    run) and every saved weight equals the in-memory run's bit for bit, also one whose
+    Hessians do not fit in memory (each method collects its own)."""
     from safetensors.torch import load_file
 
     from sparseopt_torch import hessians as hessians_module
+    from sparseopt_torch import hf
     from sparseopt_torch import prune as prune_module
 
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
@@ -221,7 +223,9 @@ def test_offload_shares_the_hessians_bit_for_bit(tmp_path, monkeypatch):
                         lambda *a, **k: calls.append(1) or original(*a, **k))
     assert main(["prune", "--out", str(tmp_path / "disk"), "--offload", *args]) == 0
     assert len(calls) == 2  # one per block, for both methods
+    monkeypatch.setattr(hf, "_hessians_fit", lambda *a: False)
     assert main(["prune", "--out", str(tmp_path / "mem"), *args]) == 0
+    assert len(calls) == 2 + 4  # two blocks for each method
     for method in ("wanda", "sparsegpt"):
         names = json.load(open(tmp_path / "mem" / method / "run.json"))["layers"]
         for name in names:
