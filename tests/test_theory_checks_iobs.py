@@ -53,3 +53,31 @@ def test_iobs_quadratic_fails_for_a_half_step(monkeypatch, tmp_path):
     assert ok is False
     assert got["iobs-quadratic-one-step"][1] is False
     assert got["iobs-woodtaylor"][1] is False
+
+
+def test_iobs_lemmas_eq10_fails_for_a_step_with_a_random_mask(monkeypatch, tmp_path):
+    """An I-OBS step that prunes a random set S (eq. 23 with that S): eq. (10) needs the
+    optimal S and fails for it; the other lemmas do not use the step."""
+    import numpy as np
+
+    import importlib
+
+    iobs_mod = importlib.import_module("sparseopt.solvers.iobs")  # the package exports a function of that name
+
+    rng = np.random.default_rng(0)
+
+    def random_mask_step(theta, grad, H, k, return_info=False, **kw):
+        d = theta.size
+        Hinv = np.linalg.inv(H)
+        plus = theta - Hinv @ grad
+        S = np.sort(rng.choice(d, d - k, replace=False))
+        HS = np.zeros((d, d))
+        HS[np.ix_(S, S)] = np.linalg.inv(Hinv[np.ix_(S, S)])
+        nxt = plus - Hinv @ HS @ plus
+        return (nxt, {"newton": plus}) if return_info else nxt
+
+    monkeypatch.setattr(iobs_mod, "iobs_step", random_mask_step)
+    ok, got = run_quick("iobs_lemmas", tmp_path)
+    assert ok is False
+    assert got["iobs-eq10"][1] is False
+    assert got["iobs-lemma8"][1] is True

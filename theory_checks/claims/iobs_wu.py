@@ -70,6 +70,10 @@ CLAIMS: list[Claim] = [
                   "gd_steps gradient steps on the local loss with eta = 1 / (2 gamma_max(H)), and the "
                   "sparse round of least local loss is returned (the last iterate is dense); the "
                   "tests check one round = SparseGPT, no steps = a repeat, later rounds improve."),
+    Claim("iobs-eq10", PAPER, "Proof of Theorem 1, eq. (10)",
+          "For the pruned set S_{t+1} of exact I-OBS, ||H_t^-1 H^S_{t+1} theta+_t||_2 <= sqrt(L / mu) "
+          "||I_S~ theta+_t||_2 for any S~ with |S~| = d - k.",
+          check="iobs_lemmas"),
     Claim("iobs-lemma8", PAPER, "Lemma 8",
           "For ||v||_0 = k_v < k_u = ||u||_0 and k in [k_v, k_u], ||T_k(u) - u||^2 <= "
           "(k_u - k)/(k_u - k_v) ||u - v||^2.",
