@@ -294,7 +294,12 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
     from .proxsparse import embedding_distance_loss, proxsparse
 
     if is_causal_lm(model.config):
-        from .proxsparse import next_token_loss  # H8: the causal LM's loss (issue 44 item 4)
+        try:  # the causal LM's end-to-end loss (issue 44 item 4)
+            from .proxsparse import next_token_loss
+        except ImportError:
+            raise ValueError("proxsparse on a causal LM needs "
+                             "sparseopt_torch.proxsparse.next_token_loss, which this version "
+                             "does not have yet") from None
 
         target, loss = model, next_token_loss
         layers = find_layers(model, settings.modules)
