@@ -49,6 +49,10 @@ CLAIMS: list[Claim] = [
           "Every ALM sweep decreases the objective sufficiently: f(w^k) >= f(w^{k+1}) + "
           "0.5 ||w^{k+1} - w^k||^2.",
           check="alm_decrease"),
+    Claim("liu-contrib-speed", PAPER, "Sec. 1 (contributions)",
+          "The proximal solver (EnumALM) is 10x faster than gradient descent-based solvers and 100x "
+          "faster than IPM solvers.",
+          check="table1", timed=True),
     Claim("liu-thm4-g3", PAPER, "Theorem 4",
           "The 3-sparse candidate minimizes g_3(w) = 0.5 ||w - z_{1:3}||^2 + lam (w_1 w_2 + w_2 w_3 + "
           "w_3 w_1) over {w in R^3_+ : Hess g_3(w) >= 0}.",
