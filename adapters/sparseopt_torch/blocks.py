@@ -15,6 +15,8 @@ several kinds, e.g. alternating sliding-window layers) are refused by :func:`fin
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 import tempfile
@@ -25,7 +27,35 @@ from torch import nn
 
 from .layers import is_prunable
 
-__all__ = ["find_blocks", "capture_inputs", "Activations", "run_block", "map_tensors"]
+__all__ = ["find_blocks", "capture_inputs", "Activations", "run_block", "map_tensors",
+           "return_freed_memory"]
+
+
+def _find_malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+def return_freed_memory() -> None:
+    """Hand memory freed by the last layer or block back to the operating system.
+
+    glibc's malloc keeps freed heap chunks mapped, and the fragments of each block's
+    temporaries add up over the blocks of a deep model: with weights on disk, resident
+    memory grew by about 40 MB per block of a 2.4B Llama (peak 49% of the size on disk at
+    32 blocks), and stays flat with a ``malloc_trim`` after each layer and block
+    (``benchmarks/adapter_offload.py``). Tensors are freed by reference counting, so no
+    ``gc.collect`` is needed (it costs ~0.2 s with transformers loaded; the trim ~0.04 ms).
+    A no-op without glibc.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _count_prunable(module) -> int:

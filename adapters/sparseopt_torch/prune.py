@@ -40,7 +40,7 @@ from sparseopt.layer.loss import base_loss, check_hessian, gamma_max
 from sparseopt.patterns import NM, TopK
 from sparseopt.result import Result
 
-from .blocks import Activations, capture_inputs, find_blocks, run_block
+from .blocks import Activations, capture_inputs, find_blocks, return_freed_memory, run_block
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
 from .layers import find_layers, get_weight, parse_device, set_weight
@@ -489,6 +489,7 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
                         if refine_steps > 0 else None
                     save_layer(out, asdict(rec), W_saved, W_nogd)
                 records.append(rec)
+                return_freed_memory()  # the layer's temporaries (see blocks.return_freed_memory)
                 bar.update(1)
                 bar.set_postfix(layer=".".join(name.split(".")[-4:]),
                                 rel=f"{rec.rel_loss_gd:.4f}")
@@ -683,6 +684,7 @@ class _Stream:
         if self.next is not None:
             self.inputs.close()
             self.inputs, self.next = self.next, None
+        return_freed_memory()
 
     def close(self):
         for acts in (self.inputs, self.next):
