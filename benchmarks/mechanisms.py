@@ -16,12 +16,17 @@ The whole jobs:
   and the certificate as costing 1%, the whole run as saving 17% and 11%).
 * ``small``: the same at 1536 x 384 (MiniLM's MLP shape, ``make demo``) with ``prox`` and
   ``sparsegpt``: the BLAS limiter acts only on matrices up to 512 wide.
+* ``stream``: ``prune_model(..., method="wanda")`` of a random Llama folder (``--llama``
+  blocks x hidden) read block by block from disk (``load_model(offload=True)``): time and
+  peak resident memory of the process (``ru_maxrss``).
 
 The mechanisms (A = with it, as the code is; B = without it):
 
 * ``env``: ``OPENBLAS_THREAD_TIMEOUT=4`` and ``GOMP_SPINCOUNT=10000`` (what the ``sparseopt``
   command sets) against both libraries' defaults; a child process per run (both libraries
   read their variable when they load).
+* ``malloc_trim``: ``return_freed_memory`` after each layer and block against a no-op; a
+  child per run (peak memory is per process).
 * ``free_list``: ``proximal_gradient``'s free arrays (``_Buffers``) against a fresh
   ``np.empty`` each time; in one process.
 * ``kernel24``: the 2:4 kernel of ``sparseopt.prox.alm`` against the generic N:M kernel
@@ -39,9 +44,8 @@ cases) so that both see the same load; the table gives the median and the spread
 and B are the same bits (SHA-256 of the pruned weights).
 
 Mechanisms this script measured and that were removed for it (``wide_vectors``, the
-512-bit vector attribute of ``sparseopt.simd``; ``malloc_trim`` after each layer and block
-of the torch adapter's streaming prune) are measured by the version of this script in
-commit 08d20df (run it in a checkout of that commit); their figures are in
+512-bit vector attribute of ``sparseopt.simd``) are measured by the version of this
+script in commit 08d20df (run it in a checkout of that commit); their figures are in
 ``docs/benchmarks.md``.
 """
 
@@ -62,7 +66,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-PROCESS = ("env",)
+PROCESS = ("env", "malloc_trim")
 INPROCESS = ("free_list", "kernel24", "screen", "blas_limiter", "cuda24")
 ALL = PROCESS + INPROCESS
 #: What the ``sparseopt`` command sets (``sparseopt.threads.IDLE_THREAD_ENV``) and the
@@ -121,6 +125,57 @@ def small_job(data, iters):
         a = prune(W, H, "prox", verbose=False, **({} if iters is None else {"max_iter": iters}))
         b = prune(W, H, "sparsegpt")
         return time.perf_counter() - t0, _digest(a.W, b.W)
+    return run
+
+
+def _llama_folder(data, blocks, hidden):
+    """A random Llama (``blocks`` x ``hidden``, intermediate 2.75 hidden) saved like a user's
+    checkpoint, with a word-level tokenizer (no download)."""
+    folder = os.path.join(data, f"llama{blocks}x{hidden}")
+    if os.path.exists(os.path.join(folder, "done")):
+        return folder
+    import torch
+    from tokenizers import Tokenizer, models
+    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+
+    cfg = LlamaConfig(vocab_size=8192, hidden_size=hidden, intermediate_size=hidden * 11 // 4,
+                      num_hidden_layers=blocks, num_attention_heads=hidden // 64,
+                      num_key_value_heads=hidden // 128, max_position_embeddings=256)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).eval().save_pretrained(folder)
+    vocab = {"[UNK]": 0, "[PAD]": 1}
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")),
+        unk_token="[UNK]", pad_token="[PAD]")
+    tok.save_pretrained(folder)
+    open(os.path.join(folder, "done"), "w").close()
+    return folder
+
+
+def stream_job(data, blocks, hidden):
+    """prune_model(wanda) of the random Llama read block by block from disk."""
+    import torch
+    from sparseopt_torch.models import load_model
+    from sparseopt_torch.prune import prune_model
+
+    folder = _llama_folder(data, blocks, hidden)
+    g = torch.Generator().manual_seed(0)
+    batches = [{"input_ids": torch.randint(2, 8192, (4, 128), generator=g),
+                "attention_mask": torch.ones(4, 128, dtype=torch.long)} for _ in range(4)]
+
+    def run():
+        t0 = time.perf_counter()
+        model, _, weights = load_model(folder, offload=True)
+        with tempfile.TemporaryDirectory() as out:
+            prune_model(model, batches, method="wanda", weights=weights, out=out,
+                        progress=False)
+            from safetensors.numpy import load_file
+
+            layers = sorted(f for f in os.listdir(os.path.join(out, "layers"))
+                            if f.endswith(".safetensors"))
+            digest = _digest(*[v for f in layers
+                               for v in load_file(os.path.join(out, "layers", f)).values()])
+        return time.perf_counter() - t0, digest
     return run
 
 
@@ -190,9 +245,16 @@ def child(args):
     spec = json.loads(args.child)
     name, variant, p = spec["name"], spec["variant"], spec["params"]
     if name in PROCESS:
-        job = layer_job(p["data"], p["size"], p["iters"])
-        if spec.get("warm"):  # compile (or load) the kernels outside the timed run
-            layer_job(p["data"], 256, 2)()
+        if name == "malloc_trim":
+            if variant == "B":
+                import sparseopt_torch.prune as adapter_prune
+
+                adapter_prune.return_freed_memory = lambda: None
+            job = stream_job(p["data"], *p["llama"])
+        else:
+            job = layer_job(p["data"], p["size"], p["iters"])
+            if spec.get("warm"):  # compile (or load) the kernels outside the timed run
+                layer_job(p["data"], 256, 2)()
         seconds, digest = job()
         import resource
 
@@ -304,6 +366,8 @@ def main(argv=None):
     parser.add_argument("--iters", type=int, default=None,
                         help="cap on the prox iterations of a job (default: the whole run)")
     parser.add_argument("--rounds", type=int, default=3, help="A/B runs of each (>= 1)")
+    parser.add_argument("--llama", default="32x768",
+                        help="stream job: BLOCKSxHIDDEN of the random Llama (32x768)")
     parser.add_argument("--data", default=None, help="folder for the inputs (default: temp)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -311,12 +375,16 @@ def main(argv=None):
         return child(args)
     if args.rounds < 1 or (args.iters or 1) < 1 or args.size < 4 or args.size % 4:
         parser.error("--rounds and --iters must be >= 1, --size a multiple of 4")
+    try:
+        llama = [int(v) for v in args.llama.lower().split("x")]
+    except ValueError:
+        parser.error(f"--llama must look like 32x768, got {args.llama!r}")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or tmp
         os.makedirs(data, exist_ok=True)
         params = {"data": data, "size": args.size, "iters": args.iters,
-                  "rounds": args.rounds}
-        jobs = {"blas_limiter": "1536x384 prox+sparsegpt",
+                  "rounds": args.rounds, "llama": llama}
+        jobs = {"malloc_trim": f"stream {args.llama}", "blas_limiter": "1536x384 prox+sparsegpt",
                 "cuda24": f"prox24 {args.size}x{args.size} CUDA"}
         print(f"[mechanisms] {_cpu()}, size {args.size}, prox iterations "
               f"{args.iters or 'all'}, {args.rounds} rounds", flush=True)

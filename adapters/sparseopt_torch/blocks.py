@@ -47,12 +47,11 @@ def return_freed_memory() -> None:
     """Hand memory freed by the last layer or block back to the operating system.
 
     glibc's malloc keeps freed heap chunks mapped, and the fragments of each block's
-    temporaries add up over the blocks of a deep model: with weights on disk, resident
-    memory grew by about 40 MB per block of a 2.4B Llama (peak 49% of the size on disk at
-    32 blocks), and stays flat with a ``malloc_trim`` after each layer and block
-    (``benchmarks/adapter_offload.py``). Tensors are freed by reference counting, so no
-    ``gc.collect`` is needed (it costs ~0.2 s with transformers loaded; the trim ~0.04 ms).
-    A no-op without glibc.
+    temporaries add up over the blocks of a deep model, so that resident memory grows with
+    every block; a ``malloc_trim`` after each layer and block keeps the peak down
+    (``benchmarks/mechanisms.py``, row ``malloc_trim``; ``benchmarks/adapter_offload.py``).
+    Tensors are freed by reference counting, so no ``gc.collect`` is needed (with
+    transformers loaded it costs far more than the trim). A no-op without glibc.
     """
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
