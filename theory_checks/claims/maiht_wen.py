@@ -51,6 +51,10 @@ CLAIMS: list[Claim] = [
           "After its support settles the accelerated method converges faster than IHT with the same "
           "step (the bounds of Thm 3.4 (2) are loose by 10^4-10^5, so the rate itself is compared).",
           check="maiht_accel_rate"),
+    Claim("maiht-propB5-B6-3", PAPER, "Prop. B.5 (3), Prop. B.6 (3)",
+          "For every M, min_{k <= M} ||W^k - W^{k-1}||_F^2 (IHT), resp. ||V^k - W^{k-1}||_F^2 (mAIHT), "
+          "<= 2 (L(W^0) - L*) / (M (1/alpha - L)).",
+          check="maiht_descent"),
     Claim("maiht-sec3-larger-step", PAPER, "Sec. 3.2 (after Theorem 3.4)",
           "Theorem 3.4 suggests that a larger step size (alpha < 1/L) leads to a faster convergence rate.",
           check="maiht_step"),
