@@ -16,7 +16,6 @@ on stderr and exit status 2; a traceback means a bug.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 
@@ -53,6 +52,9 @@ def add_prune(subparsers) -> None:
                        help="calibration text: .txt (a document per line), .jsonl (a 'text' "
                             "field), .parquet or a datasets folder; default: numpy/scipy "
                             "docstrings")
+    prune.add_argument("--encoding", default="utf-8",
+                       help="text encoding of a .txt / .jsonl calibration file (default "
+                            "utf-8; e.g. latin-1)")
     prune.add_argument("--n-calib", type=int, default=None,
                        help="calibration sequences (default 128; minilm: sentences)")
     prune.add_argument("--seq-len", type=int, default=None,
@@ -95,13 +97,26 @@ def add_prune(subparsers) -> None:
 def add_eval(subparsers) -> None:
     """``sparseopt eval RUN``: every finished run of a folder, on held-out text."""
     ev = subparsers.add_parser("eval", help="evaluate every run in a folder on held-out text "
-                                            "(causal LMs: perplexity and KL to the dense model; "
-                                            "encoders: embedding fidelity); writes "
-                                            "comparison.md / .json")
-    ev.add_argument("out", help="folder written by `sparseopt prune --out`")
+                                            "or on --text (causal LMs: perplexity and KL to "
+                                            "the dense model; encoders: embedding fidelity); "
+                                            "writes comparison.md / .json. With --model "
+                                            "instead of a run folder: any model folders")
+    ev.add_argument("out", nargs="?", default=None,
+                    help="folder written by `sparseopt prune --out`")
+    ev.add_argument("--model", action="append", default=None,
+                    help="instead of a run folder: a causal LM folder (dense, or pruned by any "
+                         "tool), repeat for several; KL is to the first; needs --text")
+    ev.add_argument("--text", default=None,
+                    help="evaluation text, read as --calibration is (.txt a document per line, "
+                         ".jsonl, .parquet, datasets folder); joined and cut into disjoint "
+                         "windows of --seq-len tokens (SparseGPT's and Wanda's protocol). "
+                         "Default: the held-out part of the calibration text")
+    ev.add_argument("--encoding", default="utf-8", help="text encoding of --text")
+    ev.add_argument("--seq-len", type=int, default=None,
+                    help="tokens per window (default: the calibration's; 2048 with --model)")
     ev.add_argument("--k", type=int, default=10, help="neighbours for kNN agreement")
     ev.add_argument("--max-tokens", type=int, default=20000,
-                    help="held-out tokens for perplexity (causal LMs)")
+                    help="evaluation tokens at most (causal LMs)")
     ev.set_defaults(handler=run_eval)
 
 
@@ -185,6 +200,7 @@ def _run_prune(args):
     experiment = Experiment(
         model=folder, seed=args.seed, pattern=args.pattern,
         calibration=None if args.calibration is None else os.path.abspath(args.calibration),
+        encoding=args.encoding,
         **{**preset.get("experiment", {}), **{k: v for k, v in given.items() if v is not None}})
     refine = args.refine_steps if args.refine_steps is not None else preset.get("refine_steps", 0)
     settings = PruneSettings(pattern=parse_pattern(args.pattern), refine_steps=refine,
@@ -214,27 +230,39 @@ def _run_prune(args):
     return 0
 
 
-def _experiment(folder):
-    path = os.path.join(folder, "experiment.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as fh:
-        return json.load(fh)
-
-
 def run_eval(args) -> int:
-    from .hf import evaluate_folder
+    with _one_line("eval"):
+        return _run_eval(args)
 
-    experiment = _experiment(args.out)
-    if experiment is None:
-        _fail("eval", f"{args.out!r} holds no experiment.json: run `sparseopt prune` first")
-    if os.path.isdir(experiment.get("model", "")):
-        evaluate_folder(args.out, k=args.k, max_tokens=args.max_tokens)
-        print(open(os.path.join(args.out, "comparison.md")).read())
-        print(f"written: {os.path.join(args.out, 'comparison.md')}, comparison.json")
+
+def _run_eval(args):
+    from .hf import evaluate_folder, evaluate_models
+
+    for name in ("seq_len", "max_tokens", "k"):
+        _positive("eval", name.replace("_", "-"), getattr(args, name))
+    if args.text is not None and not os.path.exists(args.text):
+        _fail("eval", f"--text {args.text} does not exist")
+    if args.model:
+        if args.out is not None:
+            _fail("eval", "give a run folder or --model, not both")
+        if args.text is None:
+            _fail("eval", "--model needs --text (the text to evaluate on)")
+        rows, evaluation = evaluate_models(args.model, args.text, encoding=args.encoding,
+                                           seq_len=args.seq_len or 2048,
+                                           max_tokens=args.max_tokens)
+        print(f"evaluation on {evaluation['text']}: {evaluation['tokens']} tokens in "
+              f"{evaluation['windows']} windows of {evaluation['seq_len']}\n")
+        print("| model | perplexity | KL to the first |\n|---|---:|---:|")
+        for r in rows:
+            print(f"| {r['run']} | {r['perplexity']:.4f} | {r['kl']:.4f} |")
         return 0
-    _fail("eval", f"the model {experiment.get('model')!r} of {args.out!r} is not a folder (a "
-                  "comparison written before presets were folders): prune it again")
+    if args.out is None:
+        _fail("eval", "give a run folder (`sparseopt prune --out`) or --model DIR --text FILE")
+    evaluate_folder(args.out, text=args.text, encoding=args.encoding, seq_len=args.seq_len,
+                    k=args.k, max_tokens=args.max_tokens)
+    print(open(os.path.join(args.out, "comparison.md")).read())
+    print(f"written: {os.path.join(args.out, 'comparison.md')}, comparison.json")
+    return 0
 
 
 def run_export(args) -> int:

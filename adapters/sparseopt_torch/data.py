@@ -17,6 +17,7 @@ model batches of them.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import importlib
 import inspect
@@ -413,30 +414,42 @@ def _text_column(rows, path, where: str) -> list:
     return documents
 
 
-def _read_txt(path) -> list:
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
+def _lines(path, encoding):
+    """The lines of a text file decoded whole, so that a decoding error names the byte offset
+    in the file (a streamed read names it in its buffer); newlines as open() reads them."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"calibration file {path} is not {encoding} text ({exc.reason} at "
+                         f"byte {exc.start}); name its encoding with the encoding argument "
+                         f"(--encoding on the command line, e.g. --encoding latin-1)") from None
+    return io.StringIO(text, newline=None)
 
 
-def _read_jsonl(path) -> list:
+def _read_txt(path, encoding) -> list:
+    return [line.strip() for line in _lines(path, encoding) if line.strip()]
+
+
+def _read_jsonl(path, encoding) -> list:
     texts = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():  # blank lines (a trailing newline, say) carry no record
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"calibration file {path}: line {number} is not JSON "
-                                 f"({exc.msg})") from None
-            if not isinstance(record, dict) or "text" not in record:
-                raise ValueError(f"calibration file {path}: line {number} has no 'text' field "
-                                 f"(each line must be a JSON object with a str field 'text')")
-            texts.append((number, record["text"]))
+    for number, line in enumerate(_lines(path, encoding), start=1):
+        if not line.strip():  # blank lines (a trailing newline, say) carry no record
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"calibration file {path}: line {number} is not JSON "
+                             f"({exc.msg})") from None
+        if not isinstance(record, dict) or "text" not in record:
+            raise ValueError(f"calibration file {path}: line {number} has no 'text' field "
+                             f"(each line must be a JSON object with a str field 'text')")
+        texts.append((number, record["text"]))
     return _text_column(texts, path, "the 'text' field on line {}")
 
 
-def _read_parquet(path) -> list:
+def _read_parquet(path, encoding=None) -> list:
     import pyarrow
     import pyarrow.parquet as pq
 
@@ -477,7 +490,7 @@ def _read_datasets_folder(path) -> list:
                         "row {} of column 'text'")
 
 
-def read_documents(path) -> list:
+def read_documents(path, *, encoding="utf-8") -> list:
     """The documents of a user's calibration text file or folder.
 
     Parameters
@@ -492,7 +505,10 @@ def read_documents(path) -> list:
         - a folder written by ``datasets.Dataset.save_to_disk`` with a column ``text``, or by
           ``DatasetDict.save_to_disk``, whose split ``"train"`` is read.
 
-        The suffix is matched case-insensitively; files are UTF-8.
+        The suffix is matched case-insensitively.
+    encoding : str
+        The text encoding of a ``.txt`` or ``.jsonl`` file (Python's codec names: "utf-8",
+        "latin-1", ...); parquet and datasets folders carry their own.
 
     Returns
     -------
@@ -505,7 +521,9 @@ def read_documents(path) -> list:
     ------
     ValueError
         If ``path`` does not exist, has an unsupported suffix, is not valid in its format (the
-        message names the line or row), has no ``text`` column, or holds no non-empty document.
+        message names the line or row), is not text in ``encoding`` (the message names the
+        byte offset), has no ``text`` column, or holds no non-empty document; if ``encoding``
+        is not a codec Python knows.
 
     Examples
     --------
@@ -520,6 +538,11 @@ def read_documents(path) -> list:
         raise ValueError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     if not os.path.exists(path):
         raise ValueError(f"calibration file {path} does not exist")
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(f"encoding must be a text encoding Python knows (e.g. 'utf-8', "
+                         f"'latin-1'), got {encoding!r}") from None
     if os.path.isdir(path):
         documents = _read_datasets_folder(path)
     else:
@@ -529,11 +552,7 @@ def read_documents(path) -> list:
             raise ValueError(f"calibration file {path} has the unsupported suffix "
                              f"{suffix or '(none)'!r}; supported: "
                              f"{', '.join(_DOCUMENT_SUFFIXES)} or a datasets folder")
-        try:
-            documents = readers[suffix](path)
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"calibration file {path} is not UTF-8 text ({exc.reason} at "
-                             f"byte {exc.start})") from None
+        documents = readers[suffix](path, encoding)
     if not documents:
         raise ValueError(f"calibration file {path} holds no text (no non-empty document)")
     return documents

@@ -36,9 +36,10 @@ from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
 from .layers import find_layers, get_weight
 from .models import is_causal_lm, load_model
 from .prune import PruneSettings, prune_model
-from .rundir import EXPERIMENT_FILE, check_experiment, load_pruned, write_json
+from .rundir import (EXPERIMENT_FILE, check_experiment, load_pruned, read_experiment, write_json,
+                     write_text)
 
-__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model",
+__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model", "evaluate_models",
            "calibration_batches", "held_out", "prune_folder", "evaluate_folder",
            "parse_pattern", "EXPERIMENT_FILE"]
 
@@ -120,7 +121,8 @@ class Experiment:
     SparseGPT and Wanda sample C4) or ``"sentences"`` (one permutation of the documents by
     ``seed``: the first ``n_calib`` calibrate, each cut to ``seq_len`` tokens and batched by
     length, the next ``n_eval`` are held out; the MiniLM comparison's sentences).
-    ``calibration`` None: the numpy/scipy docstring sentences.
+    ``calibration`` None: the numpy/scipy docstring sentences; ``encoding`` that of a
+    ``.txt`` / ``.jsonl`` calibration file.
     """
 
     model: str
@@ -133,6 +135,7 @@ class Experiment:
     batch_size: int = 1
     unit: str = "windows"
     n_eval: int | None = None
+    encoding: str = "utf-8"
 
     def __post_init__(self):
         for name in ("n_calib", "seq_len", "batch_size"):
@@ -152,6 +155,8 @@ class Experiment:
         d = asdict(self)
         if self.unit == "windows":
             del d["unit"], d["n_eval"]
+        if self.encoding == "utf-8":
+            del d["encoding"]
         return d
 
     @classmethod
@@ -159,15 +164,15 @@ class Experiment:
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
-def _documents(calibration):
-    if calibration is None:
+def _documents(experiment):
+    if experiment.calibration is None:
         return docstring_sentences()
-    return read_documents(calibration)
+    return read_documents(experiment.calibration, encoding=experiment.encoding)
 
 
 def _sentences(experiment):
     """(calibration, held-out) sentences of a ``unit="sentences"`` experiment."""
-    docs = _documents(experiment.calibration)
+    docs = _documents(experiment)
     n, n_eval = experiment.n_calib, experiment.n_eval
     if n + n_eval > len(docs):
         raise ValueError(f"n_calib + n_eval = {n + n_eval} exceeds the {len(docs)} sentences "
@@ -182,7 +187,7 @@ def calibration_batches(experiment, tokenizer) -> list:
         calib, _ = _sentences(experiment)
         return token_batches(tokenizer, calib, batch_size=experiment.batch_size,
                              max_length=experiment.seq_len, by_length=True)
-    calib_docs, _ = split_documents(_documents(experiment.calibration),
+    calib_docs, _ = split_documents(_documents(experiment),
                                     eval_fraction=experiment.eval_fraction, seed=experiment.seed)
     ids = sample_sequences(tokenizer, calib_docs, experiment.n_calib, experiment.seq_len,
                            seed=experiment.seed)
@@ -194,7 +199,7 @@ def held_out(experiment, tokenizer):
     ``unit="sentences"``, else the token ids (1-D) of the held-out documents joined."""
     if experiment.unit == "sentences":
         return _sentences(experiment)[1]
-    _, eval_docs = split_documents(_documents(experiment.calibration),
+    _, eval_docs = split_documents(_documents(experiment),
                                    eval_fraction=experiment.eval_fraction, seed=experiment.seed)
     return token_stream(tokenizer, eval_docs)
 
@@ -328,11 +333,16 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
     return res
 
 
-def _held_out_ids(tokenizer, experiment, max_tokens):
-    docs = _documents(experiment["calibration"])
-    _, eval_docs = split_documents(docs, eval_fraction=experiment["eval_fraction"],
-                                   seed=experiment["seed"])
-    return token_stream(tokenizer, eval_docs)[:max_tokens]
+def _eval_ids(tokenizer, experiment, text, encoding, max_tokens):
+    """(token ids, what they are) of the evaluation text: the user's ``text`` file, else
+    the held-out documents of the experiment (sentences joined for ``unit="sentences"``)."""
+    if text is not None:
+        ids, name = token_stream(tokenizer, read_documents(text, encoding=encoding)), text
+    elif experiment.unit == "sentences":
+        ids, name = token_stream(tokenizer, _sentences(experiment)[1]), "held-out sentences"
+    else:
+        ids, name = held_out(experiment, tokenizer), "held-out documents"
+    return ids[:max_tokens], name
 
 
 def _mean_embeddings(model, batches):
@@ -350,28 +360,39 @@ def _mean_embeddings(model, batches):
     return torch.cat(out)
 
 
-def evaluate_folder(out, *, max_tokens=20000, n_kl=8, k=10, progress=True) -> list:
-    """Evaluate every finished run of ``out`` on the held-out documents and write
-    ``comparison.json`` and ``comparison.md``. Causal LMs: perplexity (sliding windows of
-    the calibration's ``seq_len``) on at most ``max_tokens`` held-out tokens and the KL
-    divergence to the dense model on ``n_kl`` held-out sequences; encoders: embedding
+def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_tokens=20000, n_kl=8,
+                    k=10, progress=True) -> list:
+    """Evaluate every finished run of ``out`` on held-out text and write ``comparison.json``
+    and ``comparison.md``. The text is the user's file ``text`` (read as calibration files
+    are, :func:`~sparseopt_torch.data.read_documents`, in ``encoding``), else the held-out
+    documents of the experiment. Causal LMs, by the protocol of SparseGPT and Wanda: the
+    documents joined (:func:`~sparseopt_torch.data.token_stream`), at most ``max_tokens``
+    tokens cut into disjoint windows of ``seq_len`` tokens (default the calibration's; a
+    last incomplete window is dropped), the perplexity over them and the KL divergence to
+    the dense model on the first ``n_kl`` windows; encoders: embedding
     fidelity (mean cosine, Spearman, kNN agreement) of mean-pooled hidden states. Returns the
     rows (the dense model first). One model is in memory at a time: the dense references
     (perplexity, logits on the KL windows in memory-mapped files of a temporary folder under
     ``out``, or embeddings) are taken first, then each pruned copy is loaded and freed."""
-    with open(os.path.join(out, EXPERIMENT_FILE)) as fh:
-        experiment = json.load(fh)
-    dense, tokenizer, _ = load_model(experiment["model"])
+    experiment = Experiment.from_json(read_experiment(out))
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int)
+                                or seq_len < 2):
+        raise ValueError(f"seq_len must be an integer >= 2, got {seq_len!r}")
+    dense, tokenizer, _ = load_model(experiment.model)
     causal = is_causal_lm(dense.config)
-    ids = _held_out_ids(tokenizer, experiment, max_tokens)
-    n_tokens = int(ids.numel())
-    # Causal LMs: KL on n_kl windows of the calibration length; encoders: fidelity needs
-    # many embeddings, so up to 64 windows of at most 128 tokens.
-    seq_len = min(experiment["seq_len"], n_tokens) if causal else min(experiment["seq_len"], 128)
-    n_seq = max(1, min(n_kl, n_tokens // seq_len)) if causal else min(64, n_tokens // seq_len)
-    if not causal and n_seq < 3:
-        raise ValueError(f"the held-out text has {n_tokens} tokens: too few for 3 windows of "
-                         f"{seq_len} (embedding fidelity); use a longer calibration file")
+    ids, source = _eval_ids(tokenizer, experiment, text, encoding, max_tokens)
+    # Causal LMs: disjoint windows of seq_len, KL on the first n_kl; encoders: fidelity
+    # needs many embeddings, so up to 64 windows of at most 128 tokens.
+    seq_len = seq_len or experiment.seq_len
+    if not causal:
+        seq_len = min(seq_len, 128)
+    n_windows = int(ids.numel()) // seq_len
+    if n_windows < (1 if causal else 3):
+        raise ValueError(f"the evaluation text ({source}) has {int(ids.numel())} tokens: too "
+                         f"few for {1 if causal else 3} window(s) of {seq_len} tokens; give a "
+                         "longer text or a smaller --seq-len")
+    ids = ids[:n_windows * seq_len]
+    n_seq = min(n_kl, n_windows) if causal else min(64, n_windows)
     windows = sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
     runs = sorted(d for d in os.listdir(out)
                   if os.path.exists(os.path.join(out, d, "report.json")))
@@ -395,7 +416,7 @@ def evaluate_folder(out, *, max_tokens=20000, n_kl=8, k=10, progress=True) -> li
                 report = json.load(fh)
             variants = ["nogd", "gd"] if report["settings"]["refine_steps"] > 0 else ["nogd"]
             for variant in variants:
-                model, _, _ = load_model(experiment["model"])
+                model, _, _ = load_model(experiment.model)
                 load_pruned(model, os.path.join(out, run), variant=variant)
                 label = run + ("+GD" if variant == "gd" else "")
                 key = "rel_loss_gd" if variant == "gd" else "rel_loss"
@@ -418,18 +439,68 @@ def evaluate_folder(out, *, max_tokens=20000, n_kl=8, k=10, progress=True) -> li
         if cache is not None:
             reference = None  # release the memory maps before the files go
             shutil.rmtree(cache, ignore_errors=True)
-    with open(os.path.join(out, "comparison.json"), "w") as fh:
-        json.dump({"experiment": experiment, "rows": rows}, fh, indent=1)
-    with open(os.path.join(out, "comparison.md"), "w") as fh:
-        fh.write(_markdown(rows, experiment, causal, int(ids.numel())))
+    evaluation = {"text": source, "tokens": int(ids.numel()), "windows": n_windows,
+                  "seq_len": seq_len}
+    write_json(os.path.join(out, "comparison.json"),
+               {"experiment": experiment.to_json(), "evaluation": evaluation, "rows": rows})
+    write_text(os.path.join(out, "comparison.md"),
+               _markdown(rows, experiment, causal, evaluation))
     return rows
 
 
-def _markdown(rows, experiment, causal, n_tokens):
-    head = (f"{experiment['model']}, pattern {experiment['pattern']}; calibration "
-            f"{experiment['n_calib']} x {experiment['seq_len']} tokens from "
-            f"{experiment['calibration'] or 'numpy/scipy docstrings'} (seed "
-            f"{experiment['seed']}); evaluation on {n_tokens} held-out tokens.")
+def evaluate_models(models, text, *, encoding="utf-8", seq_len=2048, max_tokens=20000, n_kl=8,
+                    progress=True) -> tuple:
+    """Perplexity of causal LM folders on the user's ``text``, and the KL divergence of each
+    to the first: any folders, dense or pruned by another tool, measured like the runs of
+    :func:`evaluate_folder` (the same windows, the same protocol). One model is in memory at
+    a time (the first one's logits on the KL windows go to files that are removed after).
+    Returns ``(rows, evaluation)``: a row per folder (``run`` the folder, ``perplexity``,
+    ``kl``) and what was evaluated (text, tokens, windows, seq_len)."""
+    if isinstance(models, str) or not models:
+        raise ValueError(f"models must be a non-empty list of model folders, got {models!r}")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
+        raise ValueError(f"seq_len must be an integer >= 2, got {seq_len!r}")
+    rows, reference, windows = [], None, None
+    cache = tempfile.mkdtemp(prefix=".sparseopt-logits-")
+    try:
+        for i, folder in enumerate(models):
+            model, tokenizer, _ = load_model(folder)
+            if not is_causal_lm(model.config):
+                raise ValueError(f"{folder!r} is not a causal LM: `sparseopt eval --model` "
+                                 "measures perplexity; evaluate an encoder's runs with "
+                                 "`sparseopt eval RUN`")
+            if i == 0:
+                ids = token_stream(tokenizer, read_documents(text, encoding=encoding))
+                ids = ids[:max_tokens]
+                n_windows = int(ids.numel()) // seq_len
+                if n_windows < 1:
+                    raise ValueError(f"the text {text} has {int(ids.numel())} tokens: too few "
+                                     f"for one window of {seq_len}; give a smaller --seq-len")
+                ids = ids[:n_windows * seq_len]
+                n_seq = min(n_kl, n_windows)
+                windows = sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
+                reference = dense_logits(model, windows, cache)
+            row = {"run": os.path.abspath(folder),
+                   "perplexity": perplexity(model, ids, seq_len=seq_len),
+                   "kl": 0.0 if i == 0 else kl_to_dense(model, reference, windows)}
+            del model
+            rows.append(row)
+            if progress:
+                print(f"[eval] {folder}: perplexity={row['perplexity']:.4g}, "
+                      f"kl={row['kl']:.4g}", flush=True)
+    finally:
+        reference = None  # release the memory maps before the files go
+        shutil.rmtree(cache, ignore_errors=True)
+    return rows, {"text": text, "tokens": int(ids.numel()), "windows": n_windows,
+                  "seq_len": seq_len}
+
+
+def _markdown(rows, experiment, causal, evaluation):
+    head = (f"{experiment.model}, pattern {experiment.pattern}; calibration "
+            f"{experiment.n_calib} x {experiment.seq_len} tokens from "
+            f"{experiment.calibration or 'numpy/scipy docstrings'} (seed "
+            f"{experiment.seed}); evaluation on {evaluation['text']}: {evaluation['tokens']} "
+            f"tokens in {evaluation['windows']} windows of {evaluation['seq_len']}.")
     keys = ["perplexity", "kl"] if causal else ["mean_cosine", "spearman", "knn_agreement"]
     cols = ["rel_loss_sum"] + keys + ["time"]
     lines = [head, "", "| run | " + " | ".join(cols) + " |",
