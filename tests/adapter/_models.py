@@ -32,6 +32,14 @@ def make_tiny_batches(n_batches=3, batch=4, seq=12, seed=0):
 #: Architectures :func:`tiny_config` builds (all decoders but ``bert``).
 ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "opt", "gpt2", "phi", "bert")
 
+#: Decoders whose blocks alternate sliding-window and full attention (``config.layer_types``),
+#: also built by :func:`tiny_config` (kept out of :data:`ARCHITECTURES`: they need 2+ layers).
+MIXED_ARCHITECTURES = ("gemma2", "gemma3")
+
+#: Sliding window of the mixed architectures: shorter than the tests' sequences, so that the
+#: sliding-window mask differs from the causal one.
+TINY_SLIDING_WINDOW = 4
+
 _TINY_VOCAB = 30522  # MiniLM's tokenizer (bert-base-uncased vocabulary)
 _TINY_HIDDEN, _TINY_INTERMEDIATE, _TINY_HEADS, _TINY_POSITIONS = 32, 64, 4, 128
 
@@ -54,7 +62,7 @@ def tiny_config(arch, *, layers=2):
     Parameters
     ----------
     arch : str
-        One of :data:`ARCHITECTURES`.
+        One of :data:`ARCHITECTURES` or :data:`MIXED_ARCHITECTURES`.
     layers : int, keyword-only
         Number of transformer blocks (default 2).
 
@@ -67,17 +75,22 @@ def tiny_config(arch, *, layers=2):
         ``nn.Linear`` / ``Conv1D`` input dimension is divisible by 4. llama and mistral use
         grouped-query attention (2 key/value heads), qwen2 ties its word embeddings, opt
         projects nothing (``word_embed_proj_dim`` = hidden size), gpt2 has ``Conv1D`` layers,
-        bert is an encoder.
+        bert is an encoder. gemma2 (``Gemma2Config``) and gemma3 (``Gemma3TextConfig``, the text
+        model of Gemma 3) alternate ``sliding_attention`` and ``full_attention`` layers, sliding
+        window :data:`TINY_SLIDING_WINDOW`, 2 key/value heads of dimension 8; gemma3 has
+        different rotary bases for the two kinds.
 
     Raises
     ------
     ValueError
-        If ``arch`` is not one of :data:`ARCHITECTURES` or ``layers`` < 1.
+        If ``arch`` is not one of :data:`ARCHITECTURES` or :data:`MIXED_ARCHITECTURES`, or
+        ``layers`` < 1.
     """
     import transformers as tf
 
-    if arch not in ARCHITECTURES:
-        raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
+    if arch not in ARCHITECTURES + MIXED_ARCHITECTURES:
+        raise ValueError(f"arch must be one of {ARCHITECTURES + MIXED_ARCHITECTURES}, "
+                         f"got {arch!r}")
     if not isinstance(layers, int) or layers < 1:
         raise ValueError(f"layers must be a positive int, got {layers!r}")
     h, inter, heads, pos = _TINY_HIDDEN, _TINY_INTERMEDIATE, _TINY_HEADS, _TINY_POSITIONS
@@ -104,6 +117,12 @@ def tiny_config(arch, *, layers=2):
         cfg = tf.OPTConfig(**tokens, hidden_size=h, ffn_dim=inter, num_hidden_layers=layers,
                            num_attention_heads=heads, max_position_embeddings=pos,
                            word_embed_proj_dim=h)
+    elif arch in MIXED_ARCHITECTURES:
+        kinds = ("sliding_attention", "full_attention")
+        config_class = tf.Gemma2Config if arch == "gemma2" else tf.Gemma3TextConfig
+        cfg = config_class(**decoder, num_key_value_heads=2, head_dim=h // heads,
+                           sliding_window=TINY_SLIDING_WINDOW,
+                           layer_types=[kinds[i % 2] for i in range(layers)])
     elif arch == "gpt2":
         cfg = tf.GPT2Config(**tokens, n_embd=h, n_inner=inter, n_layer=layers, n_head=heads,
                             n_positions=pos)
@@ -121,7 +140,7 @@ def save_tiny_model(arch, folder, *, layers=2, seed=0, dtype=torch.float32):
     Parameters
     ----------
     arch : str
-        One of :data:`ARCHITECTURES`.
+        One of :data:`ARCHITECTURES` or :data:`MIXED_ARCHITECTURES`.
     folder : str or os.PathLike
         Created if missing; receives ``config.json``, ``model.safetensors`` and MiniLM's
         tokenizer files.
