@@ -71,7 +71,7 @@ def main(argv=None):
             sizes = save_packed(bert, packed_path)
             save_file(state, dense_path)
             t_save_dense = best_time(lambda: save_file(state, dense_path), args.repeats)
-            t_save_packed = best_time(lambda: save_packed(bert, packed_path, verbose=False),
+            t_save_packed = best_time(lambda: save_packed(bert, packed_path, progress=False),
                                       args.repeats)
             t_load_dense = best_time(lambda: load_file(dense_path), args.repeats)
             t_load_packed = best_time(lambda: load_packed(packed_path), args.repeats)

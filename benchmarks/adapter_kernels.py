@@ -112,17 +112,17 @@ def _on_device(fn):
     return run
 
 
-def bench_layer_methods(d_out, d_in, prox_iters, gd_steps, repeats):
+def bench_layer_methods(d_out, d_in, prox_iters, refine_steps, repeats):
     rng = np.random.default_rng(3)
     W = rng.standard_normal((d_out, d_in)).astype(np.float32)
     H = correlated_hessian(d_in, seed=4)
     Wt, Ht = torch.from_numpy(W), torch.from_numpy(H)
     print(f"[3] sparseopt.prune (sparsegpt; prox, {prox_iters} iterations) and masked_gd "
-          f"({gd_steps} steps) at {d_out}x{d_in} (float32): tensors inside device_kernels() "
+          f"({refine_steps} steps) at {d_out}x{d_in} (float32): tensors inside device_kernels() "
           "vs NumPy arrays", flush=True)
     calls = {
         "sparsegpt": dict(method="sparsegpt"),
-        "prox": dict(method="prox", max_iter=prox_iters, verbose=False),
+        "prox": dict(method="prox", max_iter=prox_iters, progress=False),
     }
     mask = None
     for label, kwargs in calls.items():
@@ -144,12 +144,12 @@ def bench_layer_methods(d_out, d_in, prox_iters, gd_steps, repeats):
             mask = r_core.mask
     step = 1.0 / (2.0 * gamma_max(H))
     mask_t = torch.from_numpy(mask)
-    G_core = masked_gd(W, W, H, mask, gd_steps, step)
-    G_torch = _on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, gd_steps, step))()
+    G_core = masked_gd(W, W, H, mask, refine_steps, step)
+    G_torch = _on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, refine_steps, step))()
     err = float(np.max(np.abs(G_torch.numpy() - G_core)) / max(1.0, np.abs(G_core).max()))
     t_torch, t_core = best_times(
-        [_on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, gd_steps, step)),
-         lambda: masked_gd(W, W, H, mask, gd_steps, step)], repeats)
+        [_on_device(lambda: masked_gd(Wt, Wt, Ht, mask_t, refine_steps, step)),
+         lambda: masked_gd(W, W, H, mask, refine_steps, step)], repeats)
     print(f"    masked GD  torch {t_torch * 1e3:9.1f} ms   core {t_core * 1e3:9.1f} ms   "
           f"torch/core {t_torch / t_core:6.2f}   max rel. diff {err:.1e}", flush=True)
 
@@ -169,7 +169,7 @@ def main(argv=None):
                    help="threads of torch, Numba and BLAS (default: their defaults)")
     p.add_argument("--quick", action="store_true", help="256x128 only")
     args = p.parse_args(argv)
-    for name in ("repeats", "prox_iters", "gd_steps"):
+    for name in ("repeats", "prox_iters", "refine_steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.quick:
@@ -189,7 +189,7 @@ def main(argv=None):
     for d_out, d_in in args.sizes:
         bench_iteration(d_out, d_in, args.lams, args.repeats)
     for d_out, d_in in args.sizes:
-        bench_layer_methods(d_out, d_in, args.prox_iters, args.gd_steps, args.repeats)
+        bench_layer_methods(d_out, d_in, args.prox_iters, args.refine_steps, args.repeats)
     return 0
 
 

@@ -109,7 +109,7 @@ def layer_job(data, size, iters):
 
     def run():
         t0 = time.perf_counter()
-        res = prune(W, H, "prox", verbose=False, **({} if iters is None else {"max_iter": iters}))
+        res = prune(W, H, "prox", progress=False, **({} if iters is None else {"max_iter": iters}))
         return time.perf_counter() - t0, _digest(res.W)
     return run
 
@@ -122,7 +122,7 @@ def small_job(data, iters):
 
     def run():
         t0 = time.perf_counter()
-        a = prune(W, H, "prox", verbose=False, **({} if iters is None else {"max_iter": iters}))
+        a = prune(W, H, "prox", progress=False, **({} if iters is None else {"max_iter": iters}))
         b = prune(W, H, "sparsegpt")
         return time.perf_counter() - t0, _digest(a.W, b.W)
     return run

@@ -35,6 +35,7 @@ of at most 1 on every such layer, which that default met and this one, faster, d
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import sys
 
 from sparseopt.threads import set_idle_thread_env  # noqa: E402
@@ -44,12 +45,13 @@ set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
 import numpy as np
 
 from sparseopt import prune
+from sparseopt.layer.prox import SCHEDULES
 from sparseopt.problems import correlated_hessian
 
 from _timing import parse_size  # noqa: E402
 from prox_schedule import minilm_layers, product_time  # noqa: E402
 
-RUNS = (("noclip", {"clip": 0}), ("default", {}), ("clip64 b1.12", {"clip": 64, "beta": 1.12}))
+RUNS = (("noclip", {"clip": 0}), ("default", {}), ("clip64 b1.12", {"clip": 64, "beta_clip": 1.12}))
 BASE = "noclip"
 
 
@@ -60,7 +62,8 @@ def run_layer(W, H, gd):
     for label, opts in RUNS:
         if opts.get("clip"):  # a small synthetic layer: at most half its inputs
             opts = {**opts, "clip": min(opts["clip"], W.shape[1] // 2)}
-        res = prune(W, H, method="prox", refine_steps=gd, verbose=False, **opts)
+        res = prune(W, H, method="prox", refine_steps=gd, progress=False,
+                    schedule=replace(SCHEDULES["fast"], **opts))
         out[label] = (res.rel_loss, res.nit, res.method_time / t_prod, res.info["clip"])
     return out
 

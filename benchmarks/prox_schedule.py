@@ -113,7 +113,7 @@ def run_layer(W, H, gd, start=None):
         runs.append(("warm", "prox", {"start": start}, gd))
     for label, method, opts, steps in runs:
         if method == "prox":
-            opts = {**opts, "verbose": False}
+            opts = {**opts, "progress": False}
         t0 = time.perf_counter()
         res = prune(W, H, method=method, refine_steps=steps, **opts)
         seconds = time.perf_counter() - t0

@@ -55,7 +55,7 @@ def record_path(d_out, d_in, schedule, keep):
 
     prox_module.enum_alm_rows = recording  # the benchmark's probe; restored below
     try:
-        res = prune(W, H, method="prox", schedule=schedule, refine_steps=0, verbose=False)
+        res = prune(W, H, method="prox", schedule=schedule, refine_steps=0, progress=False)
     finally:
         prox_module.enum_alm_rows = inner
     return calls, res.nit

@@ -27,6 +27,7 @@ loss" fail: a ``beta`` row whose loss ratio to ``fast`` is <= 1.0 on every layer
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import sys
 
 from sparseopt.threads import set_idle_thread_env  # noqa: E402
@@ -36,6 +37,7 @@ set_idle_thread_env()  # before NumPy loads, as the sparseopt command does
 import numpy as np
 
 from sparseopt import prune
+from sparseopt.layer.prox import SCHEDULES
 from sparseopt.problems import correlated_hessian
 
 from _timing import parse_size  # noqa: E402
@@ -61,20 +63,21 @@ def main(argv=None):
         rng = np.random.default_rng(0)
         layers[f"synthetic {d_out}x{d_in}"] = (
             rng.standard_normal((d_out, d_in)).astype(np.float32), correlated_hessian(d_in, seed=1))
-    rows = [("fast", {"clip": 0})]
-    rows += [(f"beta {b:g}", {"beta": b, "beta_start": 1.5, "beta_tail": 2.0, "clip": 0})
+    fast = replace(SCHEDULES["fast"], clip=0)
+    rows = [("fast", {"schedule": fast})]
+    rows += [(f"beta {b:g}", {"schedule": replace(fast, beta=b, beta_start=1.5, beta_tail=2.0)})
              for b in args.betas]
     rows += [("paper", {"schedule": "paper"})]
     # Numba compiles (or loads from its cache) at the first call: a small layer first
     rng = np.random.default_rng(1)
     prune(rng.standard_normal((16, 64)).astype(np.float32), correlated_hessian(64, seed=2),
-          refine_steps=2, verbose=False)
+          refine_steps=2, progress=False)
     print(f"{'layer':36s} {'row':>10s} {'its':>5s} {'products':>9s} {'rel loss':>9s} "
           f"{'/ fast':>9s} {'/ paper':>8s}")
     table = {label: [] for label, _ in rows}
     for name, (W, H) in layers.items():
         t_prod = product_time(W, H)
-        res = {label: prune(W, H, method="prox", refine_steps=args.gd, verbose=False, **opts)
+        res = {label: prune(W, H, method="prox", refine_steps=args.gd, progress=False, **opts)
                for label, opts in rows}
         base, paper = res["fast"].rel_loss, res["paper"].rel_loss
         for label, r in res.items():

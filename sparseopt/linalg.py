@@ -19,9 +19,10 @@ from numba import njit, prange
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
 from .threads import one_blas_thread
+from .validation import check_choice, check_int, check_real, check_square
 
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
-           "cholesky_pd", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
+           "cholesky_pd", "damping_shift", "woodbury_factor", "woodbury_solve", "inverse_hessian_factor",
            "cholesky_ok", "sum_in_order", "is_symmetric", "symmetrize_in_place", "DENSE_EIG_MAX",
            "FULL_EIG_SHARE", "ONE_THREAD_LAPACK_MAX", "small_lapack"]
 
@@ -46,7 +47,6 @@ def small_lapack(d: int):
 
     Besides the speed, such a solve gives the same bits on any number of cores. The limit is
     process-wide while it lasts (milliseconds); calls from several threads may overlap."""
-    from .validation import check_int
 
     if check_int(d, "d", minimum=0) > ONE_THREAD_LAPACK_MAX:
         return contextlib.nullcontext()
@@ -81,15 +81,13 @@ def top_eigenpairs(H, k: int, *, precision="float64"):
     ValueError for an ``H`` that is not a finite square matrix, a ``k`` outside [1, d] and
     another ``precision``.
     """
-    from .validation import check_int, check_square
 
     H = check_square(H, "H")
     d = H.shape[0]
     k = check_int(k, "k")
     if not 1 <= k <= d:
         raise ValueError(f"k must be between 1 and {d} (the size of H), got {k!r}")
-    if precision not in ("float64", "float32"):
-        raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
+    check_choice(precision, "precision", ("float64", "float32"))
     w, V = _largest_eigen(H, k, vectors=True, precision=precision)
     if isinstance(H, np.ndarray) or not numpy_path(H):
         return w, V
@@ -206,6 +204,17 @@ def cholesky_pd(H):
     if piv.size and (piv.min() / piv.max()) ** 2 < H.shape[0] * np.finfo(np.float64).eps:
         return None
     return cf
+
+
+def damping_shift(mean_diag: float, damping: float, where: str = "") -> float:
+    """delta = damping * mean(diag H), the one damping rule of sparseopt: SparseGPT's (Frantar &
+    Alistarh 2023; the OBS sweeps of sparsegpt and iobs) and the damped Newton steps of iobs-wu.
+    Relative to the mean diagonal, so one ``damping`` fits Hessians of any scale."""
+    if damping and not mean_diag > 0:
+        raise ValueError(f"damping needs a Hessian with positive mean diagonal, got "
+                         f"{mean_diag:g}{' ' + where if where else ''} (H is not positive "
+                         "definite)")
+    return damping * mean_diag
 
 
 def woodbury_factor(X, delta: float):
@@ -352,15 +361,15 @@ def frob_inner(A, B) -> float:
     return float(xp.sum(xp.sum(xp.astype(A, xp.float64) * xp.astype(B, xp.float64), axis=1)))
 
 
-def inverse_hessian_factor(H, *, percdamp=0.01, dtype=None):
+def inverse_hessian_factor(H, *, damping=0.01, dtype=None):
     """Upper Cholesky factor U of (H_damped)^{-1} = U' U, the dead inputs and the damping.
 
     Parameters
     ----------
     H : array, shape (d, d)
         Symmetric Hessian (float64). Not modified.
-    percdamp : float
-        Damping: ``percdamp * mean(diag(H))`` (dead inputs counted as 1) is added to the
+    damping : float
+        Damping: ``damping * mean(diag(H))`` (dead inputs counted as 1) is added to the
         diagonal.
     dtype : dtype, optional
         Precision of the factorisation (SparseGPT works in the dtype of the weights); default
@@ -385,21 +394,20 @@ def inverse_hessian_factor(H, *, percdamp=0.01, dtype=None):
     diagonal, hence the unique upper Cholesky factor of H^{-1}. One Cholesky and one
     triangular inverse instead of two Cholesky factorisations and an inverse.
     """
-    if not np.isfinite(percdamp) or percdamp < 0:
-        raise ValueError(f"percdamp must be a non-negative finite number, got {percdamp!r}")
-    return kernel("inverse_hessian_factor", H)(H, float(percdamp),
+    damping = check_real(damping, "damping")
+    return kernel("inverse_hessian_factor", H)(H, damping,
                                                 H.dtype if dtype is None else dtype)
 
 
 @register_kernel("inverse_hessian_factor", "numpy")
-def _inverse_hessian_factor_numpy(H, percdamp, dtype):
+def _inverse_hessian_factor_numpy(H, damping, dtype):
     """LAPACK potrf + trtri of the reversed damped H (:func:`inverse_hessian_factor`)."""
     H = np.array(H, dtype=np.float64)  # copy
     d = H.shape[0]
     diag = np.diag(H).copy()
     dead = diag == 0
     diag[dead] = 1.0
-    damp = percdamp * float(np.mean(diag)) if d else 0.0
+    damp = damping_shift(float(np.mean(diag)), damping) if d else 0.0
     H[np.diag_indices(d)] = diag + damp
     Hr = np.ascontiguousarray(H[::-1, ::-1], dtype=numpy_dtype(dtype))
     potrf, trtri = scipy.linalg.get_lapack_funcs(("potrf", "trtri"), (Hr,))
@@ -408,7 +416,7 @@ def _inverse_hessian_factor_numpy(H, percdamp, dtype):
     if info != 0:
         raise ValueError(
             f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {info}); "
-            f"H is not positive semidefinite, or increase percdamp (now {percdamp})"
+            f"H is not positive semidefinite, or increase damping (now {damping})"
         )
     with small_lapack(d):
         Linv, info = trtri(L, lower=1, overwrite_c=1)

@@ -644,9 +644,7 @@ class Logistic(Objective):
             s = y.copy()
         else:
             raise ValueError(f"y must hold labels in {{0, 1}} or {{-1, 1}}, got {sorted(labels)[:5]}")
-        if not np.isfinite(l2) or l2 < 0:
-            raise ValueError(f"l2 must be a finite number >= 0, got {l2!r}")
-        self.X, self.y, self.l2 = X, y, float(l2)
+        self.X, self.y, self.l2 = X, y, check_real(l2, "l2")
         self._s = s.astype(X.dtype)
         self.shape = (X.shape[1],)
         self.dtype = X.dtype
@@ -717,8 +715,7 @@ class Smooth(Objective):
             raise ValueError(f"shape must be a tuple of non-negative ints, got {shape!r}") from None
         if len(shape) == 0 or any(s < 0 for s in shape):
             raise ValueError(f"shape must be a tuple of non-negative ints, got {shape!r}")
-        if lipschitz is not None and (not np.isfinite(lipschitz) or lipschitz <= 0):
-            raise ValueError(f"lipschitz must be a finite number > 0, got {lipschitz!r}")
+        check_real(lipschitz, "lipschitz", positive=True, allow_none=True)
         self._fun, self._grad, self._hess = fun, grad, hess
         self.shape = shape
         self.dtype = np.dtype(dtype)

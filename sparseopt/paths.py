@@ -28,7 +28,8 @@ import numpy as np
 
 from .patterns import TopK
 from .regularizers import L0, L1
-from .solvers import iht, maiht, proximal_gradient, topk_iobs
+from .solvers import Schedule, iht, maiht, proximal_gradient, topk_iobs
+from .validation import check_int
 
 __all__ = ["Path", "prox_path", "iht_path", "maiht_path", "iobs_path", "lambda_max"]
 
@@ -78,9 +79,8 @@ def lambda_max(objective, regularizer=None, *, step=None, x0=None):
 
 def _lam_grid(lams, n_lams, eps, lam_max):
     if lams is None:
-        if not n_lams >= 1:
-            raise ValueError(f"n_lams must be >= 1, got {n_lams!r}")
-        return np.geomspace(lam_max, lam_max * eps, int(n_lams)) if lam_max > 0 \
+        n_lams = check_int(n_lams, "n_lams", minimum=1)
+        return np.geomspace(lam_max, lam_max * eps, n_lams) if lam_max > 0 \
             else np.zeros(1)
     lams = np.sort(np.asarray(lams, dtype=np.float64).ravel())[::-1]  # large -> small
     if lams.size == 0 or not np.all(np.isfinite(lams)) or lams[-1] < 0:
@@ -220,9 +220,8 @@ def prox_path(objective, *, lams=None, regularizer=None, n_lams=30, eps=1e-3, x0
     x = np.zeros(objective.shape) if x0 is None else np.asarray(x0, dtype=np.float64)
     results, fun = [], []
     for lam in grid:
-        r = proximal_gradient(objective, regularizer, lam0=step * float(lam), beta=1.0,
-                              step=step, x0=x, max_iter=max_iter, momentum=momentum,
-                              verbose=False)
+        r = proximal_gradient(objective, regularizer, Schedule(step * float(lam)), step=step,
+                              x0=x, max_iter=max_iter, momentum=momentum, progress=False)
         F = objective.value(r.x) + float(lam) * regularizer(r.x)
         r.info["F"] = F
         r.info["lam_path"] = float(lam)

@@ -20,7 +20,7 @@ from numba import njit, prange
 
 from .backend import (as_numpy, device, from_numpy, is_numpy, namespace, numpy_path,
                       row_blocks, zero)
-from .validation import check_finite
+from .validation import check_finite, check_int
 
 __all__ = ["NM", "TopK", "check_finite"]
 
@@ -153,10 +153,8 @@ class NM:
     m: int
 
     def __post_init__(self):
-        if not isinstance(self.m, (int, np.integer)) or self.m < 1:
-            raise ValueError(f"m must be a positive integer, got {self.m!r}")
-        if not isinstance(self.n, (int, np.integer)) or not 0 <= self.n <= self.m:
-            raise ValueError(f"n must be an integer with 0 <= n <= m={self.m}, got {self.n!r}")
+        check_int(self.m, "m", minimum=1)
+        check_int(self.n, "n", minimum=0, maximum=self.m)
 
     def _groups(self, x, name="x"):
         x = _asarray(x)
@@ -235,8 +233,7 @@ class TopK:
     k: int
 
     def __post_init__(self):
-        if not isinstance(self.k, (int, np.integer)) or self.k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {self.k!r}")
+        check_int(self.k, "k", minimum=0)
 
     def mask(self, x):
         """Boolean array, True where ``project`` keeps the entry."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .validation import check_int
+
 __all__ = ["LIU_Y", "fig2_problem", "correlated_hessian"]
 
 #: The group y = [1.4, 1.1, 1.0, 0.7] of proxsparse-liu App. C, Figure 3 (the 2:4 prox's
@@ -53,8 +55,7 @@ def fig2_problem(d, alpha, *, seed=0):
     >>> W.shape, H.shape, bool(np.all(H == np.diag(np.diag(H))))
     ((1, 8), (8, 8), True)
     """
-    if not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
+    check_int(d, "d", minimum=1)
     if not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     rng = np.random.default_rng(seed)
@@ -93,8 +94,7 @@ def correlated_hessian(d, *, n_samples=None, rho=0.5, seed=0, dtype=np.float64):
     >>> H.shape, bool(np.allclose(H, H.T)), bool(np.linalg.eigvalsh(H).min() > 0)
     ((16, 16), True, True)
     """
-    if not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
+    check_int(d, "d", minimum=1)
     if not -1.0 < float(rho) < 1.0:
         raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
     n = 2 * d if n_samples is None else int(n_samples)

@@ -32,7 +32,7 @@ from numba import njit, prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM, group_rank
-from .validation import check_float_array, check_nm, check_out, check_real
+from .validation import check_choice, check_float_array, check_nm, check_out, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
            "Regularizer", "RNM", "L0", "L1", "R0", "R1", "R2"]
@@ -373,8 +373,7 @@ class RNM(Regularizer):
             raise ValueError(f"pattern must have n < m for r_{{N:M}}, got {pattern}")
         from .prox import METHODS  # here: sparseopt.prox imports this module
 
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+        check_choice(method, "method", METHODS)
         if (METHODS[method] is not None and pattern.n >= 2
                 and (pattern.n, pattern.m) not in METHODS[method]):
             raise ValueError(f"method={method!r} supports (n, m) in {METHODS[method]} "

@@ -14,7 +14,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Result", "History", "HISTORY_KEYS"]
+__all__ = ["Result", "History", "HISTORY_KEYS", "SUCCESS", "MAX_ITER"]
+
+#: ``Result.status`` codes (as scipy's ``OptimizeResult.status``): the run's own stopping rule
+#: held (or it is one-shot), or it used up its iteration budget first.
+SUCCESS, MAX_ITER = 0, 1
 
 #: Keys of a solver's history: ``objective`` (what the solver minimises, its docstring says
 #: which), ``support`` (nonzeros), ``lam`` (penalty in force, NaN for constrained forms),
@@ -42,6 +46,8 @@ class Result:
         in their docstrings).
     info : dict
         Anything else the run reports (options in force, iteration counts, ...).
+    status : int
+        :data:`SUCCESS` (0) or :data:`MAX_ITER` (1), set by the solver where it stops.
     """
 
     x: Any = None
@@ -50,11 +56,12 @@ class Result:
     stop_reason: str = ""
     history: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    status: int = SUCCESS
 
     @property
     def converged(self) -> bool:
         """False when the run stopped only because it ran out of iterations."""
-        return not self.stop_reason.startswith("max_iter")
+        return self.status == SUCCESS
 
     def curve(self, key: str = "objective"):
         """(iteration index, values) of ``history[key]``, ready to plot."""

@@ -96,13 +96,32 @@ def check_real(value, name: str, *, positive: bool = False, allow_negative: bool
     return value
 
 
-def check_int(value, name: str, *, minimum: int | None = None) -> int:
-    """An integer (bools refused) as a Python int, optionally ``>= minimum``."""
+def check_int(value, name: str, *, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+    """An integer (bools refused) as a Python int, optionally in ``[minimum, maximum]``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
     return int(value)
+
+
+def check_choice(value, name: str, choices):
+    """``value`` if it is one of ``choices`` (compared with ==), else ValueError listing them."""
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        for choice in choices:
+            if type(choice) is type(value) and choice == value:
+                return value
+    raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def check_bool(value, name: str) -> bool:
+    """``True`` or ``False`` (no truthy stand-ins such as 1 or "yes")."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_float_array(x, name: str, *, ndim: int | None = None):

@@ -364,7 +364,7 @@ def test_prune_exported_and_paper_constant():
         (np.ones((2, 4)), np.eye(4), {"method": "obs"}, ValueError, "method"),
         (np.ones((2, 4)), np.eye(4), {"pattern": (2, 4)}, ValueError, "pattern"),
         (np.ones((2, 4)), np.eye(4), {"refine_steps": -1}, ValueError, "refine_steps"),
-        (np.ones((2, 4)), np.eye(4), {"method": "wanda", "percdamp": 0.1}, TypeError, "percdamp"),
+        (np.ones((2, 4)), np.eye(4), {"method": "wanda", "damping": 0.1}, TypeError, "damping"),
     ],
 )
 def test_prune_bad_input(W, H, kwargs, exc, match):

@@ -53,11 +53,11 @@ def test_maiht_one_iteration_is_wanda():
     and with the normalisation it is Wanda."""
     rng = np.random.default_rng(2)
     W_star, H, _ = random_layer(rng, 4, 16, corr=1.0)
-    one = prune(W_star, H, method="maiht", iters=1, refine_iters=0)
+    one = prune(W_star, H, method="maiht", iters=1, support_steps=0)
     wanda = prune(W_star, H, method="wanda")
     np.testing.assert_array_equal(one.mask, wanda.mask)
     np.testing.assert_allclose(one.W, wanda.W, rtol=1e-12)
-    raw = prune(W_star, H, method="maiht", iters=1, refine_iters=0, normalize=False)
+    raw = prune(W_star, H, method="maiht", iters=1, support_steps=0, normalize=False)
     np.testing.assert_array_equal(raw.mask, prune(W_star, H, method="magnitude").mask)
 
 
@@ -103,10 +103,10 @@ def test_iobs_one_round_is_sparsegpt():
 
 
 def test_iobs_without_gradient_steps_repeats_itself():
-    """An N:M matrix is a fixed point of the OBS sweep, so with gd_steps=0 all rounds agree."""
+    """An N:M matrix is a fixed point of the OBS sweep, so with round_steps=0 all rounds agree."""
     rng = np.random.default_rng(6)
     W_star, H, _ = random_layer(rng, 4, 16, corr=1.5)
-    res = prune(W_star, H, method="iobs", rounds=3, gd_steps=0)
+    res = prune(W_star, H, method="iobs", rounds=3, round_steps=0)
     np.testing.assert_allclose(res.history["loss"], res.history["loss"][0], rtol=1e-12)
 
 
@@ -136,8 +136,8 @@ def test_iobs_against_bruteforce_float32_and_bad_options():
     assert r32.W.dtype == np.float32
     with pytest.raises(ValueError, match="rounds"):
         prune(W_star, H, method="iobs", rounds=0)
-    with pytest.raises(ValueError, match="gd_steps"):
-        prune(W_star, H, method="iobs", gd_steps=-1)
+    with pytest.raises(ValueError, match="round_steps"):
+        prune(W_star, H, method="iobs", round_steps=-1)
     with pytest.raises(ValueError, match="NM"):
         prune(W_star, H, method="iobs", pattern=TopK(2))
 

@@ -1,11 +1,13 @@
 """prox24-kubler Alg. 2 at layer level: toy optimum, brute force, schedule, rescaling, cap."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from sparseopt import NM, TopK, prune
 from sparseopt.layer import layer_loss
-from sparseopt.layer.prox import rescale_wanda
+from sparseopt.layer.prox import SCHEDULES, ProxSchedule, rescale_wanda
 
 from test_layer_core import (
     TOY_H,
@@ -64,7 +66,7 @@ def test_prox_fast_schedule_against_the_paper_schedule():
 
     from sparseopt.problems import correlated_hessian
 
-    assert SCHEDULES["fast"]["momentum"] == "fista"
+    assert SCHEDULES["fast"].momentum == "fista"
     ratios = []
     for seed in range(6):
         rng = np.random.default_rng(seed)
@@ -124,17 +126,19 @@ def test_prox_warm_start_begins_at_the_pruned_weights(lib, dtype):
 
 
 def test_prox_schedule_values_can_be_overridden():
-    """A single value overrides the schedule's; the others stay."""
+    """``replace`` on a named schedule changes single values; the others stay."""
     rng = np.random.default_rng(6)
     W_star, H, _ = random_layer(rng, 2, 16, corr=1.0)
-    res = prune(W_star, H, method="prox", beta_tail=2.0)
+    res = prune(W_star, H, method="prox", schedule=replace(SCHEDULES["fast"], beta_tail=2.0))
     assert (res.info["momentum"], res.info["beta"], res.info["beta_start"],
             res.info["beta_tail"]) == ("fista", 1.055, 1.2, 2.0)
-    plain = prune(W_star, H, method="prox", momentum="plain", beta=1.05)
+    plain = prune(W_star, H, method="prox", schedule=replace(
+        SCHEDULES["fast"], momentum="plain", beta=1.05, beta_clip=None))
     assert plain.info["momentum"] == "plain" and plain.info["restarts"] == 0
-    paper = prune(W_star, H, method="prox", schedule="paper", momentum="plain", beta=1.05,
-                  beta_start=1.2, beta_tail=1.5)
-    np.testing.assert_array_equal(paper.W, plain.W)  # the same schedule, named two ways
+    paper = prune(W_star, H, method="prox", schedule=replace(
+        SCHEDULES["paper"], beta=1.05, beta_start=1.2, beta_tail=1.5, clip="auto",
+        stop_fraction=0.99))
+    np.testing.assert_array_equal(paper.W, plain.W)  # the same schedule, built two ways
 
 
 @pytest.mark.parametrize("clip", [0, "auto"])
@@ -144,18 +148,21 @@ def test_prox_stop_fraction_projects_the_iterate_it_stops_at(clip):
     project); the paper schedule keeps Alg. 2's stop, the fast one stops at 99%."""
     from sparseopt.layer.prox import SCHEDULES
 
-    assert SCHEDULES["paper"]["stop_fraction"] == 1.0
-    assert SCHEDULES["fast"]["stop_fraction"] == 0.99
+    assert SCHEDULES["paper"].stop_fraction == 1.0
+    assert SCHEDULES["fast"].stop_fraction == 0.99
     rng = np.random.default_rng(4)
     W_star, H = powerlaw_layer(rng, 32, 128)
-    full = prune(W_star, H, method="prox", clip=clip, stop_fraction=1.0)
+    full = prune(W_star, H, method="prox",
+                 schedule=replace(SCHEDULES["fast"], clip=clip, stop_fraction=1.0))
     frac = full.history["nm_fraction"]
     k = int(np.argmax(frac >= 0.9)) + 1
     assert frac[k - 1] < 1.0
-    res = prune(W_star, H, method="prox", clip=clip, stop_fraction=0.9)
+    res = prune(W_star, H, method="prox",
+                schedule=replace(SCHEDULES["fast"], clip=clip, stop_fraction=0.9))
     assert res.nit == k and res.info["projected"] and res.info["stop_fraction"] == 0.9
     assert res.info["stop_reason"] == "nm_fraction >= stop_fraction (projected onto the pattern)"
-    capped = prune(W_star, H, method="prox", clip=clip, stop_fraction=1.0, max_iter=k)
+    capped = prune(W_star, H, method="prox", max_iter=k,
+                   schedule=replace(SCHEDULES["fast"], clip=clip, stop_fraction=1.0))
     assert capped.info["projected"]
     np.testing.assert_array_equal(res.W, capped.W)
     np.testing.assert_array_equal(res.mask, capped.mask)
@@ -169,7 +176,8 @@ def test_prox_stop_fraction_projects_the_iterate_it_stops_at(clip):
 def test_prox_history_schedule_and_invariant_loss():
     rng = np.random.default_rng(1)
     W_star, H, _ = random_layer(rng, 3, 16, corr=1.0)
-    res = prune(W_star, H, method="prox", lam0=0.02, beta=1.05, schedule="paper")
+    res = prune(W_star, H, method="prox", lam0=0.02,
+                schedule=replace(SCHEDULES["paper"], beta=1.05))
     h = res.history
     K = res.info["nit"]
     assert K > 0 and all(h[k].shape == (K,) for k in ("lam", "loss", "nm_fraction", "time"))
@@ -261,7 +269,7 @@ def test_prox_float32_and_other_patterns():
 def test_prox_verbose_progress(capsys):
     rng = np.random.default_rng(8)
     W_star, H, _ = random_layer(rng, 1, 8)
-    prune(W_star, H, method="prox", verbose=True)
+    prune(W_star, H, method="prox", progress=True)
     assert "prox" in capsys.readouterr().err
 
 
@@ -270,8 +278,8 @@ def test_prox_bad_options():
     H = np.eye(8)
     with pytest.raises(ValueError, match="lam0 or lam_tilde"):
         prune(W, H, method="prox", lam0=0.1, lam_tilde=0.1)
-    with pytest.raises(ValueError, match="beta"):
-        prune(W, H, method="prox", beta=1.0)
+    with pytest.raises(ValueError, match="beta must be a finite number > 1"):
+        ProxSchedule(beta=1.0)
     with pytest.raises(ValueError, match="lam0"):
         prune(W, H, method="prox", lam0=-1.0)
     with pytest.raises(ValueError, match="max_iter"):
@@ -288,14 +296,17 @@ def test_prox_bad_options():
         prune(W, H, method="prox", start="magnitude")
     with pytest.raises(ValueError, match="start must be one of"):
         prune(W, H, method="prox", start=np.zeros_like(W))  # weights are not a start name
-    with pytest.raises(ValueError, match="momentum must be 'plain' or 'fista'"):
-        prune(W, H, method="prox", momentum="nesterov")
+    with pytest.raises(ValueError, match=r"momentum must be one of \('plain', 'fista'\)"):
+        ProxSchedule(momentum="nesterov")
     with pytest.raises(ValueError, match="beta_tail must be >= 1"):
-        prune(W, H, method="prox", beta_tail=0.5)
-    with pytest.raises(ValueError, match="stop_fraction must be finite and > 0"):
-        prune(W, H, method="prox", stop_fraction=0.0)
-    with pytest.raises(ValueError, match=r"stop_fraction must be in \(0, 1\]"):
-        prune(W, H, method="prox", stop_fraction=1.01)
+        ProxSchedule(beta_tail=0.5)
+    for bad in (0.0, 1.01):
+        with pytest.raises(ValueError, match=r"stop_fraction must be in \(0, 1\]"):
+            ProxSchedule(stop_fraction=bad)
+    with pytest.raises(ValueError, match="clip must be a non-negative integer or 'auto'"):
+        ProxSchedule(clip="all")
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        prune(W, H, method="prox", schedule={"beta": 1.1})  # a dict is not a schedule
 
 
 @pytest.mark.parametrize("n,m", [(2, 4), (1, 3), (3, 8)])
@@ -361,8 +372,10 @@ def test_regularized_pruners_stop_reasons():
         res = prune(W_star, H, method="prox", regularizer=reg)
         assert res.stop_reason == "W is N:M" and not res.info["projected"], reg
         assert res.info["regularizer"] == reg
-    loose = prune(W_star, H, method="prox", regularizer="R2", tail_tol=1e-2)
-    tight = prune(W_star, H, method="prox", regularizer="R2", tail_tol=1e-6)
+    loose = prune(W_star, H, method="prox", regularizer="R2",
+                  schedule=replace(SCHEDULES["fast"], tail_tol=1e-2))
+    tight = prune(W_star, H, method="prox", regularizer="R2",
+                  schedule=replace(SCHEDULES["fast"], tail_tol=1e-6))
     for res in (loose, tight):
         assert res.info["projected"]
         assert res.stop_reason == "tail <= tail_tol (projected onto the pattern)"

@@ -1,8 +1,9 @@
-"""Prox pruning with the clipped Hessian in the gradient steps (``prune(..., clip=k)``):
+"""Prox pruning with the clipped Hessian in the gradient steps (``prune(..., schedule=replace(SCHEDULES["fast"], clip=k))``):
 the eigenpairs, the clipped spectrum, an independent NumPy loop, the true loss in the
 history, the loss against the default on layers with outlier eigenvalues, bad values."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +18,14 @@ from sparseopt.linalg import DENSE_EIG_MAX, FULL_EIG_SHARE, top_eigenpairs
 from sparseopt.prox import prox_nm
 
 from test_layer_core import assert_valid_result, powerlaw_layer, random_layer
+
+#: The default schedule with 8 eigenvalues clipped.
+CLIP8 = replace(SCHEDULES["fast"], clip=8)
+
+
+def fast(**values):
+    """``schedule=`` the default schedule with ``values`` replaced, as keyword arguments."""
+    return {"schedule": replace(SCHEDULES["fast"], **values)}
 
 
 @pytest.mark.parametrize("d", [40, DENSE_EIG_MAX + 76])
@@ -74,7 +83,7 @@ def test_top_eigenpairs_in_float32(d):
         assert np.linalg.norm(P - P_ref, 2) <= d * eps * w_ref[-1] / gap
         wt, Vt = top_eigenpairs(torch.from_numpy(H), k, precision="float32")
         np.testing.assert_array_equal(wt.numpy(), w)
-    with pytest.raises(ValueError, match="precision must be 'float64' or 'float32'"):
+    with pytest.raises(ValueError, match=r"precision must be one of \('float64', 'float32'\)"):
         top_eigenpairs(H, 1, precision="float16")
 
 
@@ -87,16 +96,16 @@ def test_float32_weights_clip_with_float32_eigenpairs(monkeypatch):
 
     rng = np.random.default_rng(5)
     layers = [powerlaw_layer(rng, 16, 128) for _ in range(3)]
-    f64 = prune(layers[0][0], layers[0][1], method="prox", clip=8)
+    f64 = prune(layers[0][0], layers[0][1], method="prox", schedule=CLIP8)
     assert f64.info["clip_precision"] == "float64"
-    runs = [prune(W.astype(np.float32), H, method="prox", refine_steps=300, clip=8)
+    runs = [prune(W.astype(np.float32), H, method="prox", refine_steps=300, schedule=CLIP8)
             for W, H in layers]
     assert all(r.info["clip_precision"] == "float32" for r in runs)
     original = prox_module.clip_hessian
     monkeypatch.setattr(prox_module, "clip_hessian",
                         lambda H, k, **kw: original(H, k, **{**kw, "precision": "float64"}))
     for (W, H), run in zip(layers, runs):
-        ref = prune(W.astype(np.float32), H, method="prox", refine_steps=300, clip=8)
+        ref = prune(W.astype(np.float32), H, method="prox", refine_steps=300, schedule=CLIP8)
         np.testing.assert_array_equal(run.mask, ref.mask)
         assert run.loss == pytest.approx(ref.loss, rel=1e-6)
 
@@ -135,9 +144,9 @@ def _reference(W_star, H, k, beta, steps=3000):
     for it in range(1, steps + 1):
         x_new = prox_nm(y - eta * (2 * (y - Wt) @ Hc), lam * eta / eta0)
         frac = NM(2, 4).satisfied_fraction(x_new)
-        if frac >= s["stop_fraction"]:  # the rest projected (nothing left at frac = 1)
+        if frac >= s.stop_fraction:  # the rest projected (nothing left at frac = 1)
             return NM(2, 4).project(x_new) / sc[None, :], it
-        lam *= s["beta_start"] if frac < 0.001 else s["beta_tail"] if frac >= 0.98 else beta
+        lam *= s.beta_start if frac < 0.001 else s.beta_tail if frac >= 0.98 else beta
         t_new = (1 + math.sqrt(1 + 4 * t * t)) / 2
         if np.sum((y - x_new) * (x_new - x)) > 0:  # gradient restart
             y, t_new = x_new, (1 + math.sqrt(5)) / 2
@@ -153,7 +162,8 @@ def test_prox_clip_against_a_plain_numpy_loop(k, beta):
     (to rounding: the eigenvalues come from different LAPACK routines)."""
     rng = np.random.default_rng(2)
     W_star, H = powerlaw_layer(rng, 6, 32)
-    res = prune(W_star, H, method="prox", clip=k, beta=beta)
+    res = prune(W_star, H, method="prox",
+                schedule=replace(SCHEDULES["fast"], clip=k, beta=beta, beta_clip=None))
     x_ref, nit = _reference(W_star, H, k, beta)
     assert res.nit == nit and res.info["clip"] == k
     np.testing.assert_array_equal(res.mask, NM(2, 4).mask(x_ref))
@@ -169,7 +179,8 @@ def test_prox_clip_history_is_the_true_loss_and_the_schedule(dtype, rel):
     rng = np.random.default_rng(3)
     W_star, H = powerlaw_layer(rng, 4, 32)
     W_star = W_star.astype(dtype)
-    res = prune(W_star, H, method="prox", clip=4, lam0=0.02, beta=1.05, schedule="paper")
+    res = prune(W_star, H, method="prox", lam0=0.02,
+                schedule=replace(SCHEDULES["paper"], clip=4, beta=1.05))
     h, K = res.history, res.nit
     assert h["loss"][-1] == pytest.approx(res.loss, rel=rel)
     np.testing.assert_allclose(h["lam"], 0.02 * 1.05 ** np.arange(K), rtol=1e-12)
@@ -244,8 +255,9 @@ def test_prox_clip_lowers_the_loss_on_powerlaw_spectra(lib, dtype):
         if lib == "torch":
             torch = pytest.importorskip("torch")
             W_star, H = torch.from_numpy(W_star), torch.from_numpy(H)
-        base = prune(W_star, H, method="prox", refine_steps=300, clip=0)
-        clip = prune(W_star, H, method="prox", refine_steps=300, clip=8, beta=1.055)
+        base = prune(W_star, H, method="prox", refine_steps=300, **fast(clip=0))
+        clip = prune(W_star, H, method="prox", refine_steps=300,
+                     **fast(clip=8, beta=1.055, beta_clip=None))
         assert type(clip.W) is type(W_star) and clip.W.dtype == W_star.dtype
         if lib == "numpy":
             assert_valid_result(clip, W_star, H, NM(2, 4))
@@ -262,17 +274,17 @@ def test_prox_clip_bad_values():
     H = np.eye(8) + 0.1
     for bad in (-1, 1.5, "2"):
         with pytest.raises((ValueError, TypeError), match="clip"):
-            prune(W, H, method="prox", clip=bad)
+            fast(clip=bad)
     for bad in (1.0, 0.5, float("nan")):
         with pytest.raises(ValueError, match="beta_clip"):
-            prune(W, H, method="prox", beta_clip=bad)
+            fast(beta_clip=bad)
     for bad in ("Auto", "none"):
         with pytest.raises(ValueError, match="clip must be a non-negative integer or 'auto'"):
-            prune(W, H, method="prox", clip=bad)
+            fast(clip=bad)
     with pytest.raises(ValueError, match="clip must be below d_in = 8"):
-        prune(W, H, method="prox", clip=8)
+        prune(W, H, method="prox", **fast(clip=8))
     with pytest.raises(ValueError, match="clip=2 leaves no curvature"):
-        prune(W, np.ones((8, 8)), method="prox", clip=2)  # rank 1
+        prune(W, np.ones((8, 8)), method="prox", **fast(clip=2))  # rank 1
 
 
 def test_auto_clip_switches_on_at_the_outlier_test():
@@ -329,8 +341,8 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     k = auto_clip(rescale_wanda(W_star, H)[1])
     assert k == 32
     res = prune(W_star, H, method="prox")
-    ref = prune(W_star, H, method="prox", clip=k, beta=SCHEDULES["fast"]["beta_clip"])
-    beta_clip = SCHEDULES["fast"]["beta_clip"]
+    beta_clip = SCHEDULES["fast"].beta_clip
+    ref = prune(W_star, H, method="prox", **fast(clip=k, beta=beta_clip, beta_clip=None))
     assert res.info["clip"] == k and res.info["clip_auto"] and res.info["beta"] == beta_clip
     assert res.info["beta_clip"] == beta_clip
     np.testing.assert_array_equal(res.W, ref.W)
@@ -340,7 +352,7 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
     assert res_t.info["clip"] == k and res_t.info["beta"] == beta_clip
     np.testing.assert_array_equal(res_t.mask.numpy(), res.mask)
     np.testing.assert_allclose(res_t.W.numpy(), res.W, rtol=1e-7, atol=1e-12)
-    beta = prune(W_star, H, method="prox", beta=1.08)
+    beta = prune(W_star, H, method="prox", **fast(beta=1.08, beta_clip=None))
     assert beta.info["clip"] == k and beta.info["beta"] == 1.08
     assert beta.info["beta_clip"] is None  # not applied
     # measured for r_{N:M} only: the App. C regularizers keep the unclipped steps
@@ -349,17 +361,17 @@ def test_default_is_the_clipped_run_where_auto_clip_is_on():
         assert res.info["clip"] == 0 and res.info["beta"] == 1.055, reg
     # no outliers: the unclipped fast schedule
     H = correlated_hessian(128, seed=1)
-    res, ref = prune(W_star, H, method="prox"), prune(W_star, H, method="prox", clip=0)
+    res, ref = prune(W_star, H, method="prox"), prune(W_star, H, method="prox", **fast(clip=0))
     assert res.info["clip"] == 0 and res.info["beta"] == 1.055
     np.testing.assert_array_equal(res.W, ref.W)
     # outliers, but rank 20 <= k = 32: no clipping instead of clip_hessian's error
     u = rng.standard_normal((20, 128)) * np.geomspace(1, 1e-3, 128)
     H = u.T @ u
-    res, ref = prune(W_star, H, method="prox"), prune(W_star, H, method="prox", clip=0)
+    res, ref = prune(W_star, H, method="prox"), prune(W_star, H, method="prox", **fast(clip=0))
     assert res.info["clip"] == 0 and res.info["clip_auto"]
     np.testing.assert_array_equal(res.W, ref.W)
     with pytest.raises(ValueError, match="leaves no curvature"):
-        prune(W_star, H, method="prox", clip=k)
+        prune(W_star, H, method="prox", **fast(clip=k))
     # the paper schedule never clips unless asked to
     paper = prune(W_star, powerlaw_layer(rng, 8, 128)[1], method="prox", schedule="paper")
     assert paper.info["clip"] == 0 and paper.info["beta"] == 1.01
@@ -373,6 +385,6 @@ def test_prox_default_lowers_the_loss_on_powerlaw_spectra():
     for _ in range(3):
         W_star, H = powerlaw_layer(rng, 16, 256)
         new = prune(W_star, H, method="prox", refine_steps=300)
-        old = prune(W_star, H, method="prox", refine_steps=300, clip=0)
+        old = prune(W_star, H, method="prox", refine_steps=300, **fast(clip=0))
         assert new.info["clip"] == min(AUTO_CLIP, 256 // 4)
         assert new.loss < old.loss and new.nit < old.nit, (new.loss / old.loss, new.nit, old.nit)

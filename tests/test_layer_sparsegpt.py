@@ -16,7 +16,7 @@ from test_layer_core import (
 )
 
 
-def obs_sweep_reference(W_star, H, n, m, percdamp):
+def obs_sweep_reference(W_star, H, n, m, damping):
     """Straightforward OBS: one column at a time, explicit inverse of the remaining Hessian.
 
     Hinv is always the inverse of H[j:, j:]; after column j is fixed it is updated by the
@@ -30,7 +30,7 @@ def obs_sweep_reference(W_star, H, n, m, percdamp):
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
     W[:, dead] = 0.0
-    H += percdamp * np.mean(np.diag(H)) * np.eye(d)
+    H += damping * np.mean(np.diag(H)) * np.eye(d)
     Hinv = np.linalg.inv(H)
     keep = np.zeros(W.shape, dtype=bool)
 
@@ -57,7 +57,7 @@ def obs_sweep_reference(W_star, H, n, m, percdamp):
 def test_inverse_hessian_factor_is_upper_cholesky_of_inverse():
     rng = np.random.default_rng(0)
     _, H, _ = random_layer(rng, 1, 12)
-    U, dead, damp = inverse_hessian_factor(H, percdamp=0.05)
+    U, dead, damp = inverse_hessian_factor(H, damping=0.05)
     Hd = H + damp * np.eye(12)
     U_ref = np.linalg.cholesky(np.linalg.inv(Hd)).T  # upper factor, the reference's route
     np.testing.assert_allclose(U, U_ref, rtol=1e-10, atol=1e-12)
@@ -72,7 +72,7 @@ def test_sparsegpt_matches_unblocked_obs(n, m, blocksize):
     d_in = 24 if m == 3 else 32
     W_star, H, _ = random_layer(rng, 5, d_in, n_samples=3 * d_in, corr=1.0)
     opts = {} if blocksize is None else {"blocksize": blocksize if blocksize % m == 0 else 3 * m}
-    res = prune(W_star, H, method="sparsegpt", pattern=NM(n, m), percdamp=0.02, **opts)
+    res = prune(W_star, H, method="sparsegpt", pattern=NM(n, m), damping=0.02, **opts)
     W_ref, keep_ref = obs_sweep_reference(W_star, H, n, m, 0.02)
     np.testing.assert_array_equal(res.mask, keep_ref)
     np.testing.assert_allclose(res.W, W_ref, rtol=1e-9, atol=1e-10)
@@ -104,7 +104,7 @@ def test_sparsegpt_toy_problem_sec41():
     """prox24-kubler Sec. 4.1: SparseGPT absorbs the first '2' into the last weight, then
     drops the combined weight; it ends at the Wanda mask (0,5,3,0,0,5,5,0)."""
     # the toy H is singular (inputs 4 and 8 coincide): a tiny damping keeps it invertible
-    res = prune(TOY_W, TOY_H, method="sparsegpt", percdamp=1e-9)
+    res = prune(TOY_W, TOY_H, method="sparsegpt", damping=1e-9)
     np.testing.assert_allclose(res.W, TOY_GREEDY, atol=1e-6)
     res_damped = prune(TOY_W, TOY_H, method="sparsegpt")
     np.testing.assert_array_equal(res_damped.mask, TOY_GREEDY != 0)
@@ -114,7 +114,7 @@ def test_sparsegpt_equals_wanda_for_diagonal_hessian_without_damping():
     rng = np.random.default_rng(3)
     W_star = rng.standard_normal((4, 16))
     H = np.diag(rng.uniform(0.2, 2.0, 16))
-    a = prune(W_star, H, method="sparsegpt", percdamp=0.0)
+    a = prune(W_star, H, method="sparsegpt", damping=0.0)
     b = prune(W_star, H, method="wanda")
     np.testing.assert_array_equal(a.mask, b.mask)
     np.testing.assert_allclose(a.W, b.W, rtol=1e-12)
@@ -146,8 +146,8 @@ def test_sparsegpt_float32():
 
 def test_sparsegpt_bad_input():
     W = np.ones((2, 8))
-    with pytest.raises(ValueError, match="percdamp"):
-        prune(W, np.eye(8), method="sparsegpt", percdamp=-0.1)
+    with pytest.raises(ValueError, match="damping"):
+        prune(W, np.eye(8), method="sparsegpt", damping=-0.1)
     with pytest.raises(ValueError, match="blocksize"):
         prune(W, np.eye(8), method="sparsegpt", blocksize=6)
     with pytest.raises(ValueError, match="NM"):

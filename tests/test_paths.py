@@ -10,7 +10,7 @@ import pytest
 from sparseopt import iht_path, iobs_path, maiht_path, prox_path
 from sparseopt.objectives import LayerLoss, LeastSquares
 from sparseopt.regularizers import L1
-from sparseopt.solvers import iht, maiht, proximal_gradient
+from sparseopt.solvers import Schedule, iht, maiht, proximal_gradient
 
 
 def _problem(n=40, p=10, k=3, seed=0, noise=0.1):
@@ -116,8 +116,8 @@ def test_prox_path_is_the_lasso_path():
         assert path.fun[j] == pytest.approx(F_sk, rel=1e-8)
         assert np.allclose(path.coefs[:, j], coefs[:, j], atol=1e-5)
         # a cold start with the same budget reaches the same F
-        r = proximal_gradient(f, L1(), lam0=lam / f.lipschitz(), x0=np.zeros(15),
-                              max_iter=3000, momentum="fista", verbose=False)
+        r = proximal_gradient(f, L1(), Schedule(lam / f.lipschitz()), x0=np.zeros(15),
+                              max_iter=3000, momentum="fista", progress=False)
         assert path.fun[j] == pytest.approx(f.value(r.x) + lam * np.abs(r.x).sum(), rel=1e-8)
     assert np.count_nonzero(path.coefs[:, 0]) == 0  # lam_max = ||X'y||_inf
 

@@ -2,6 +2,7 @@
 its stopping rules, tensors, and bad input."""
 
 import math
+from dataclasses import fields
 
 import numpy as np
 import pytest
@@ -9,7 +10,14 @@ import pytest
 from sparseopt import NM
 from sparseopt.objectives import LayerLoss, LeastSquares
 from sparseopt.regularizers import L1, R2, RNM
-from sparseopt.solvers import proximal_gradient
+from sparseopt.solvers import Schedule, proximal_gradient
+
+
+def pg(objective, regularizer, **kwargs):
+    """proximal_gradient with the :class:`Schedule` fields among ``kwargs`` as its schedule."""
+    names = {f.name for f in fields(Schedule)}
+    schedule = Schedule(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})
+    return proximal_gradient(objective, regularizer, schedule, **kwargs)
 
 
 def _lasso_problem(seed=0, n=40, p=12):
@@ -29,7 +37,7 @@ def test_fixed_lambda_l1_is_the_lasso_solution_of_cvxpy():
     f = LeastSquares(X, y)
     step = 1.0 / f.lipschitz()
     alpha = 2.0
-    res = proximal_gradient(f, L1(), lam0=alpha * step, beta=1.0, step=step,
+    res = pg(f, L1(), lam0=alpha * step, beta=1.0, step=step,
                             x0=np.zeros(X.shape[1]), max_iter=20000)
     w = cp.Variable(X.shape[1])
     cp.Problem(cp.Minimize(0.5 * cp.sum_squares(X @ w - y) + alpha * cp.norm1(w))).solve(
@@ -54,12 +62,12 @@ def test_fista_reaches_the_cvxpy_lasso_solution_faster_than_ista():
     prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(X @ w - y) + alpha * cp.norm1(w)))
     prob.solve(solver=cp.CLARABEL)
     F = lambda x: f.value(x) + alpha * np.abs(x).sum()  # noqa: E731
-    runs = {m: proximal_gradient(f, L1(), lam0=alpha * step, beta=1.0, step=step, momentum=m,
+    runs = {m: pg(f, L1(), lam0=alpha * step, beta=1.0, step=step, momentum=m,
                                  x0=np.zeros(X.shape[1]), max_iter=300) for m in (None, "fista")}
     gap = {m: F(r.x) - prob.value for m, r in runs.items()}
     assert gap["fista"] >= -1e-7  # the reference is the minimum
     assert gap["fista"] <= 1e-3 * gap[None]
-    long = proximal_gradient(f, L1(), lam0=alpha * step, beta=1.0, step=step,
+    long = pg(f, L1(), lam0=alpha * step, beta=1.0, step=step,
                              momentum="fista", x0=np.zeros(X.shape[1]), max_iter=3000)
     np.testing.assert_allclose(long.x, w.value, atol=1e-5)
     assert long.info["momentum"] == "fista" and long.info["restarts"] >= 1
@@ -71,7 +79,7 @@ def test_beta_start_and_beta_tail_follow_the_fraction_of_groups_in_the_pattern()
     rng = np.random.default_rng(3)
     A = rng.standard_normal((256, 512))
     f = LayerLoss(rng.standard_normal((16, 256)), A @ A.T / 512)
-    res = proximal_gradient(f, RNM(), lam0=0.001, beta=1.05, beta_start=1.3, beta_tail=1.5,
+    res = pg(f, RNM(), lam0=0.001, beta=1.05, beta_start=1.3, beta_tail=1.5,
                             pattern=NM(2, 4))
     frac, lam = res.history["nm_fraction"], res.history["lam"]
     ratio = lam[1:] / lam[:-1]
@@ -95,12 +103,12 @@ def test_stop_fraction_stops_the_same_run_at_that_fraction(fista):
     f = LayerLoss(rng.standard_normal((16, 256)), A @ A.T / 512)
     sched = dict(lam0=0.001, beta=1.05, beta_start=1.3, beta_tail=1.5, pattern=NM(2, 4),
                  momentum="fista" if fista else None)
-    full = proximal_gradient(f, RNM(), **sched)
+    full = pg(f, RNM(), **sched)
     frac = full.history["nm_fraction"]
     for stop in (0.5, 0.95, 0.99):
         k = int(np.argmax(frac >= stop)) + 1  # iterates are counted from 1
         assert frac[k - 1] < 1.0  # the fraction binds before the pattern is reached
-        res = proximal_gradient(f, RNM(), stop_fraction=stop, **sched)
+        res = pg(f, RNM(), stop_fraction=stop, **sched)
         assert res.stop_reason == "nm_fraction >= stop_fraction" and res.nit == k
         assert res.info["stop_fraction"] == stop and not NM(2, 4).satisfied(res.x)
         for key in ("lam", "nm_fraction"):
@@ -108,7 +116,7 @@ def test_stop_fraction_stops_the_same_run_at_that_fraction(fista):
         np.testing.assert_array_equal(res.history["objective"][:-1],
                                       full.history["objective"][:k - 1])
         # the k-th iterate itself: a run capped at k iterations ends there too
-        capped = proximal_gradient(f, RNM(), max_iter=k, **sched)
+        capped = pg(f, RNM(), max_iter=k, **sched)
         np.testing.assert_array_equal(res.x, capped.x)
     assert full.info["stop_fraction"] == 1.0 and full.stop_reason == "x in pattern"
 
@@ -117,7 +125,7 @@ def test_growing_lambda_reaches_the_pattern_and_records_history():
     rng = np.random.default_rng(1)
     A = rng.standard_normal((16, 48))
     f = LayerLoss(rng.standard_normal((3, 16)), A @ A.T / 48)
-    res = proximal_gradient(f, RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
+    res = pg(f, RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
     assert res.stop_reason == "x in pattern" and NM(2, 4).satisfied(res.x)
     h = res.history
     assert set(h) == {"objective", "loss", "lam", "nm_fraction", "time"}
@@ -126,7 +134,7 @@ def test_growing_lambda_reaches_the_pattern_and_records_history():
     assert h["nm_fraction"][-1] == 1.0 and np.all(h["nm_fraction"][:-1] < 1.0)
     assert res.info["lam_final"] == h["lam"][-1]
     # R2 never reaches the pattern exactly: its tail rule stops it
-    r2 = proximal_gradient(f, R2(), lam0=0.01, beta=1.05, pattern=NM(2, 4), tail_tol=1e-3)
+    r2 = pg(f, R2(), lam0=0.01, beta=1.05, pattern=NM(2, 4), tail_tol=1e-3)
     assert r2.stop_reason == "tail <= tail_tol" and not NM(2, 4).satisfied(r2.x)
     tail = np.linalg.norm(r2.x - NM(2, 4).project(r2.x))
     assert tail <= 1e-3 * np.linalg.norm(r2.x)
@@ -137,8 +145,8 @@ def test_tensors_in_tensors_out():
     rng = np.random.default_rng(2)
     A = rng.standard_normal((16, 48))
     W, H = rng.standard_normal((3, 16)), A @ A.T / 48
-    a = proximal_gradient(LayerLoss(W, H), RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
-    b = proximal_gradient(LayerLoss(torch.from_numpy(W), torch.from_numpy(H)), RNM(),
+    a = pg(LayerLoss(W, H), RNM(), lam0=0.01, beta=1.05, pattern=NM(2, 4))
+    b = pg(LayerLoss(torch.from_numpy(W), torch.from_numpy(H)), RNM(),
                           lam0=0.01, beta=1.05, pattern=NM(2, 4))
     assert isinstance(b.x, torch.Tensor) and b.nit == a.nit
     np.testing.assert_allclose(b.x.numpy(), a.x, rtol=1e-10, atol=1e-12)
@@ -154,17 +162,17 @@ def test_tensors_in_tensors_out():
     (dict(momentum="nesterov"), "momentum must be one of"),
     (dict(beta_tail=0.9), "beta_tail must be >= 1"),
     (dict(beta_start=0.5), "beta_start must be >= 1"),
-    (dict(beta_start=1.2), "beta_start needs a pattern"),
-    (dict(stop_fraction=0.0), "stop_fraction must be finite and > 0"),
+    (dict(beta_start=1.2), "beta_start or beta_tail needs a pattern"),
+    (dict(stop_fraction=0.0), r"stop_fraction must be in \(0, 1\]"),
     (dict(stop_fraction=1.5), r"stop_fraction must be in \(0, 1\]"),
     (dict(stop_fraction=float("nan")), "stop_fraction"),
-    (dict(stop_fraction=0.9), "stop_fraction < 1 needs a pattern"),
+    (dict(stop_fraction=0.9), "stop_fraction < 1, beta_start or beta_tail needs a pattern"),
 ])
 def test_bad_input(kwargs, match):
     X, y = _lasso_problem()
     args = dict(lam0=0.1, x0=np.zeros(X.shape[1]))
     with pytest.raises(ValueError, match=match):
-        proximal_gradient(LeastSquares(X, y), L1(), **{**args, **kwargs})
+        pg(LeastSquares(X, y), L1(), **{**args, **kwargs})
 
 
 def test_min_iter_keeps_a_start_in_the_pattern_iterating():
@@ -176,21 +184,28 @@ def test_min_iter_keeps_a_start_in_the_pattern_iterating():
     f = LayerLoss(W_star, np.eye(16) + 0.3)
     x0 = NM(2, 4).project(W_star)
     kw = dict(lam0=50.0, beta=1.1, step=0.1, x0=x0, pattern=NM(2, 4))
-    assert proximal_gradient(f, RNM(), **kw).nit == 0
+    assert pg(f, RNM(), **kw).nit == 0
     for k in (1, 3):
-        res = proximal_gradient(f, RNM(), min_iter=k, **kw)
+        res = pg(f, RNM(), min_iter=k, **kw)
         assert res.nit == k and res.stop_reason == "x in pattern"
         assert not np.array_equal(res.x, x0)  # it moved
     with pytest.raises(ValueError, match="min_iter must be <= max_iter"):
-        proximal_gradient(f, RNM(), min_iter=5, max_iter=4, **kw)
+        pg(f, RNM(), min_iter=5, max_iter=4, **kw)
     with pytest.raises(ValueError, match="min_iter must be >= 0"):
-        proximal_gradient(f, RNM(), min_iter=-1, **kw)
+        pg(f, RNM(), min_iter=-1, **kw)
+
+
+def test_schedule_must_be_a_schedule():
+    """The schedule is an object, not loose keywords or a bare lambda."""
+    X, y = _lasso_problem()
+    with pytest.raises(ValueError, match="schedule must be a sparseopt.solvers.Schedule"):
+        proximal_gradient(LeastSquares(X, y), L1(), 0.1, x0=np.zeros(X.shape[1]))
 
 
 def test_x0_required_without_reference():
     X, y = _lasso_problem()
     with pytest.raises(ValueError, match="x0 is required"):
-        proximal_gradient(LeastSquares(X, y), L1(), lam0=0.1)
+        pg(LeastSquares(X, y), L1(), lam0=0.1)
 
 
 # --------------------------------------------------------------------------------------
@@ -290,7 +305,7 @@ def test_fused_iteration_reproduces_the_plain_numpy_iterates(dtype, fista):
     pattern = NM(2, 4)
     sched = dict(lam0=0.01, beta=1.055, beta_start=1.2, beta_tail=1.5) if fista else \
         dict(lam0=0.01, beta=1.05, beta_start=1.05, beta_tail=1.05)
-    res = proximal_gradient(f, RNM(), pattern=pattern, momentum="fista" if fista else None,
+    res = pg(f, RNM(), pattern=pattern, momentum="fista" if fista else None,
                             **sched)
     x, losses, lams, fracs, restarts = _proximal_gradient_numpy(f, RNM(), pattern,
                                                                 fista=fista, **sched)
@@ -324,10 +339,10 @@ def test_start_at_the_minimiser_skips_the_first_product(dtype, fista, monkeypatc
         return step(self, *args, **kwargs)
 
     monkeypatch.setattr(LayerLoss, "value_and_step", counting_step)
-    res = proximal_gradient(f, RNM(), **sched)
+    res = pg(f, RNM(), **sched)
     n_rest = len(calls)
     calls.clear()
-    ref = proximal_gradient(f, RNM(), x0=W.copy(), **sched)
+    ref = pg(f, RNM(), x0=W.copy(), **sched)
     assert res.nit == ref.nit > 10
     assert n_rest == len(calls) - 1 == res.nit - 1
     assert _bits(res.x) == _bits(ref.x)
@@ -336,7 +351,7 @@ def test_start_at_the_minimiser_skips_the_first_product(dtype, fista, monkeypatc
     assert res.info["restarts"] == ref.info["restarts"]
     calls.clear()
     monkeypatch.setattr(LayerLoss, "stationary_reference", False)
-    proximal_gradient(f, RNM(), **sched)
+    pg(f, RNM(), **sched)
     assert len(calls) == res.nit
 
 
@@ -373,8 +388,8 @@ def test_work_arrays_are_reused_with_the_same_iterates(fista, monkeypatch):
         return take(self)
 
     monkeypatch.setattr(proxgrad._Buffers, "take", counting_take)
-    res = proximal_gradient(f, RNM(), **sched)
-    ref = proximal_gradient(f, _Plain(), **sched)
+    res = pg(f, RNM(), **sched)
+    ref = pg(f, _Plain(), **sched)
     assert res.nit == ref.nit > 10
     assert _bits(res.x) == _bits(ref.x)
     np.testing.assert_array_equal(res.history["objective"], ref.history["objective"])

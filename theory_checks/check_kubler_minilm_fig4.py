@@ -33,14 +33,16 @@ same calibration; the same criterion.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
+from sparseopt.layer.prox import SCHEDULES
 from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "kubler_minilm_fig4"
 GD_STEPS = 1000
-PROX_OPTIONS = {"schedule": "paper", "beta": 1.05}
+PROX_OPTIONS = {"schedule": replace(SCHEDULES["paper"], beta=1.05)}
 MIN_FRACTION = 0.8
 MAX_GEOMEAN = 0.95
 #: The layers of the BERT body (all 36 linear layers of the 6 blocks), and quick mode's.
@@ -94,7 +96,7 @@ def run(out_dir, quick=False):
 
     n_calib, modules = 128, (QUICK_LAYERS if quick else ALL_LAYERS)
     header(NAME, "prox24-kubler Fig. 4 on all-MiniLM-L6-v2: local loss (eq. 2) of prox+GD "
-                 f"(beta={PROX_OPTIONS['beta']}) relative to wanda+GD, {GD_STEPS} masked GD steps "
+                 f"(beta={PROX_OPTIONS['schedule'].beta}) relative to wanda+GD, {GD_STEPS} masked GD steps "
                  f"each, dense-model Hessians from {n_calib} calibration sentences; claim: "
                  f"ratio < 1 on >= {MIN_FRACTION:.0%} of the layers and geometric mean <= "
                  f"{MAX_GEOMEAN}.")

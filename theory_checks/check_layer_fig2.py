@@ -42,7 +42,7 @@ from theory_checks._report import claim, figure, header, savefig, verdict
 
 NAME = "layer_fig2"
 HESSIAN_AWARE = ("wanda", "sparsegpt", "maiht", "iobs", "prox")
-#: Methods whose mask solve is SparseGPT's, which damps H by percdamp * mean(diag H).
+#: Methods whose mask solve is SparseGPT's, which damps H by damping * mean(diag H).
 DAMPED = ("sparsegpt", "iobs")
 SPARSEGPT_PERCDAMP = 0.01  # sparseopt.layer.sparsegpt default, as in Frantar & Alistarh
 TOL_ALPHA1 = 1e-6

@@ -272,7 +272,7 @@ def _targets(model, modules) -> dict:
 
 
 @torch.no_grad()
-def save_packed(model, path, *, modules=None, verbose: bool = True) -> dict:
+def save_packed(model, path, *, modules=None, progress: bool = True) -> dict:
     """Save ``model``'s state dict to one safetensors file, 2:4 weights packed.
 
     Parameters
@@ -286,7 +286,7 @@ def save_packed(model, path, *, modules=None, verbose: bool = True) -> dict:
         The targeted layers, as in :func:`find_layers` (default: every ``nn.Linear`` /
         ``Conv1D`` except heads such as the pooler). Each targeted weight must be 2:4 along
         its input dimension (the (d_out, d_in) matrix of :func:`get_weight`).
-    verbose : bool, keyword-only
+    progress : bool, keyword-only
         Print the size line (default True).
 
     Returns
@@ -346,7 +346,7 @@ def save_packed(model, path, *, modules=None, verbose: bool = True) -> dict:
     sizes = {"n_weights": len(weights), "packed_bytes": packed_bytes,
              "dense_bytes": dense_bytes, "ratio": ratio,
              "file_bytes": os.path.getsize(path), "path": path}
-    if verbose:
+    if progress:
         dtypes = sorted({w["dtype"] for w in weights.values()})
         print(f"save_packed: {len(weights)} 2:4 weights ({', '.join(dtypes)}): packed "
               f"{packed_bytes} B vs dense {dense_bytes} B = {100 * ratio:.6g}% of dense "
@@ -432,7 +432,7 @@ def load_packed(path, *, device="cpu") -> "OrderedDict[str, torch.Tensor]":
 
 @torch.no_grad()
 def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float = 1e-2,
-                       batch: int = 64, seed: int = 0, verbose: bool = True) -> dict:
+                       batch: int = 64, seed: int = 0, progress: bool = True) -> dict:
     """Replace each targeted 2:4 weight by ``torch.sparse.to_sparse_semi_structured(W)``.
 
     Parameters
@@ -450,7 +450,7 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
         Largest accepted max |difference| / max |dense output| of the check.
     batch, seed : int, keyword-only
         Rows and seed of the random check input.
-    verbose : bool, keyword-only
+    progress : bool, keyword-only
         Print one line per layer with the check's errors.
 
     Returns
@@ -509,7 +509,7 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
             err = float((sparse - dense).abs().max())
             rel = err / max(float(dense.abs().max()), torch.finfo(torch.float32).tiny)
             report[name] = {"max_abs_err": err, "rel_err": rel}
-            if verbose:
+            if progress:
                 print(f"to_semi_structured: {name} {tuple(W.shape)} {W.dtype}: max |sparse - "
                       f"dense| = {err:.3g} ({rel:.3g} relative)")
             if not rel <= rtol:

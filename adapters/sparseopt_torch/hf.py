@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from sparseopt.layer import methods as layer_methods
+from sparseopt.layer.prox import SCHEDULES
 from sparseopt.patterns import NM
 
 from .data import (docstring_sentences, read_documents, sample_sequences, sequence_batches,
@@ -52,7 +53,7 @@ __all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model", "
 VARIANTS = {
     "prox-paper": ("prox", {"schedule": "paper"}),
     "prox-sparsegpt": ("prox", {"start": "sparsegpt"}),
-    "prox-noclip": ("prox", {"clip": 0}),
+    "prox-noclip": ("prox", {"schedule": replace(SCHEDULES["fast"], clip=0)}),
     "prox-R0": ("prox", {"regularizer": "R0"}),
     "prox-R1": ("prox", {"regularizer": "R1"}),
     "prox-R2": ("prox", {"regularizer": "R2"}),
@@ -66,8 +67,8 @@ PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
 #: Modest per-method options of the MiniLM preset and the demo (the paper's settings are the
 #: methods' defaults; ``--paper-settings`` uses them).
 DEMO_OPTIONS = {
-    "maiht": {"iters": 30, "refine_iters": 20},
-    "iobs": {"rounds": 2, "gd_steps": 5},
+    "maiht": {"iters": 30, "support_steps": 20},
+    "iobs": {"rounds": 2, "round_steps": 5},
 }
 
 #: ``--model NAME`` presets: the model folder inside an installed package, the fields of

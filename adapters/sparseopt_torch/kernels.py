@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from sparseopt.backend import register_kernel
+from sparseopt.linalg import damping_shift
 from sparseopt.prox.alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
 from sparseopt.validation import check_float_array, check_int, check_real
 
@@ -251,7 +252,7 @@ def sparsegpt_sweep(W1, U1, n, m, keep1, Err1):
 
 
 @register_kernel("inverse_hessian_factor", "torch")
-def inverse_hessian_factor_torch(H, percdamp, dtype):
+def inverse_hessian_factor_torch(H, damping, dtype):
     """``sparseopt.linalg.inverse_hessian_factor`` with ``torch.linalg`` on H's device: with
     P the reversal, P H P = L L' gives the upper Cholesky factor U = P L^{-1} P of H^{-1}."""
     H = H.clone()
@@ -259,13 +260,13 @@ def inverse_hessian_factor_torch(H, percdamp, dtype):
     diag = torch.diagonal(H).clone()
     dead = diag == 0
     diag[dead] = 1.0
-    damp = percdamp * float(diag.mean()) if d else 0.0
+    damp = damping_shift(float(diag.mean()), damping) if d else 0.0
     H.diagonal().copy_(diag + damp)
     L, info = torch.linalg.cholesky_ex(H.flip(0, 1).to(dtype))
     if int(info) != 0:
         raise ValueError(
             f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {int(info)}); "
-            f"H is not positive semidefinite, or increase percdamp (now {percdamp})"
+            f"H is not positive semidefinite, or increase damping (now {damping})"
         )
     eye = torch.eye(d, dtype=dtype, device=H.device)
     Linv = torch.linalg.solve_triangular(L, eye, upper=False)

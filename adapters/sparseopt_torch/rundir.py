@@ -17,6 +17,7 @@ other settings is refused by :func:`check_same`, which names what differs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -43,11 +44,20 @@ def atomic_write(path, write) -> None:
     os.replace(tmp, path)
 
 
+def _plain(obj):
+    """JSON form of what ``json`` cannot write: an options dataclass (e.g. a
+    :class:`~sparseopt.layer.prox.ProxSchedule`) as its fields, numpy scalars as floats."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    return float(obj)
+
+
 def write_json(path, obj) -> None:
-    """``obj`` as indented JSON (numpy scalars as floats), atomically."""
+    """``obj`` as indented JSON (:func:`_plain` for options objects and numpy scalars),
+    atomically."""
     def write(p):
         with open(p, "w") as fh:
-            json.dump(obj, fh, indent=1, default=float)
+            json.dump(obj, fh, indent=1, default=_plain)
     atomic_write(path, write)
 
 
@@ -103,7 +113,7 @@ def check_same(saved, now, what) -> None:
     settings (dicts; ``now`` compared as it would be saved in JSON). ``what`` starts the
     message and says what is refused and what to do, e.g. ``"cannot resume the run in 'X'
     (choose another folder)"``."""
-    now = json.loads(json.dumps(now, default=float))
+    now = json.loads(json.dumps(now, default=_plain))
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
     if diff:
         raise ValueError(f"{what}: its settings differ in "

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..backend import namespace, synchronize, zero
 from ..patterns import NM
-from ..validation import check_int
+from ..validation import check_bool, check_int
 from .loss import base_loss, check_layer, gamma_max, layer_loss, masked_gd, _masked_gd
 from .registry import LayerMethod, get_method, methods, register
 from .result import PruneResult
@@ -69,7 +69,7 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
         test costs 382 MB and ~1 s). Finiteness, shape and symmetry are still checked.
     **options
         Method options (keyword-only arguments of the method's function, e.g.
-        ``percdamp`` for sparsegpt, ``lam0``/``beta`` for prox). Unknown names raise
+        ``damping`` for sparsegpt, ``lam0``/``beta`` for prox). Unknown names raise
         TypeError naming them.
 
     Returns
@@ -112,13 +112,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     if not isinstance(pattern, spec.patterns):
         kinds = " and ".join(p.__name__ for p in spec.patterns)
         raise ValueError(f"{spec.name} supports {kinds} patterns only, got pattern={pattern!r}")
-    try:
-        refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
-    except ValueError:
-        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}") \
-            from None
-    if not isinstance(assume_psd, bool):
-        raise ValueError(f"assume_psd must be True or False, got {assume_psd!r}")
+    refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
+    check_bool(assume_psd, "assume_psd")
     psd = (spec.psd or refine_steps > 0) and not assume_psd
     W_star, Hs = check_layer(W, H, pattern, name="W", psd=psd)
     xp = namespace(W_star, Hs)
@@ -160,6 +155,7 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
         rel = 0.0 if loss == 0 else float("inf")
     stop_reason = res.stop_reason or ONE_SHOT
     return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=stop_reason,
+                       status=res.status,
                        history=history, info=info, rel_loss=rel, time=elapsed,
                        method_time=method_time,
                        method=spec.name)

@@ -11,6 +11,8 @@ from ..backend import namespace
 from ..linalg import frob_inner
 from ..patterns import NM
 from .loss import gamma_max
+from ..solvers.proxgrad import PROGRESS_MIN_SIZE
+from ..validation import check_int
 from .registry import register
 from .result import PruneResult
 from .sparsegpt import sparsegpt_prune
@@ -19,8 +21,8 @@ __all__ = ["iobs_prune"]
 
 
 @register("iobs", order=60)
-def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=None,
-               verbose=None):
+def iobs_prune(W, H, pattern, *, rounds=3, round_steps=5, damping=0.01, blocksize=None,
+               progress=None):
     """Iterative OBS: rounds of SparseGPT mask solves and gradient steps (iobs-wu Alg. 2).
 
     Iterative OBS pruning of one layer, iobs-wu Alg. 2 specialised to a fixed Hessian.
@@ -35,12 +37,12 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         N:M pattern along the rows.
     rounds : int, default 3
         Rounds T of Alg. 2 (``>= 1``); ``rounds=1`` is SparseGPT.
-    gd_steps : int, default 5
+    round_steps : int, default 5
         Plain (dense) gradient steps on L after each mask solve (Alg. 2 line 9), step
         eta = 1 / (2 gamma_max(H)).
-    percdamp, blocksize
+    damping, blocksize
         Passed to the SparseGPT solve (:func:`sparsegpt_prune`).
-    verbose : bool, optional
+    progress : bool, optional
         Print one line per round. Default: on for layers with at least 2^20 weights.
 
     Returns
@@ -58,7 +60,7 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
     - Line 7-8, round t: W_hat_t = argmin ||W_{t-1} X - W_hat X||^2 over N:M matrices,
       solved approximately by the SparseGPT OBS sweep with the *current* weights W_{t-1}
       as the dense target (``sparsegpt_prune(W_{t-1}, H)``). For t = 1 this is SparseGPT.
-    - Line 9: W_t = W_hat_t - eta grad L(W_hat_t), repeated ``gd_steps`` times, on the
+    - Line 9: W_t = W_hat_t - eta grad L(W_hat_t), repeated ``round_steps`` times, on the
       local loss L(W) = Tr((W - W*) H (W - W*)') (prox24-kubler eq. 2), which stands in
       for the task loss of Alg. 2: it pulls the sparse iterate back towards W* and off its
       mask, so that the next mask solve can choose a different mask.
@@ -66,20 +68,19 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
       gradient step, which is dense; the last mask solve is what makes it sparse). The
       chosen round is reported, never silently replaced.
 
-    With ``gd_steps = 0`` the rounds after the first change nothing (the sweep of an N:M
+    With ``round_steps = 0`` the rounds after the first change nothing (the sweep of an N:M
     matrix keeps it). With a quadratic loss the I-OBS step of Alg. 1 (Option 2) would
     land on the best mask in one step (Sec. 3.4, "Connection to OBC"); the OBS sweep is
     the greedy, tractable stand-in. Masked refinement of the final weights (eq. 5) is
     ``prune(..., refine_steps=K)``. Cost: ``rounds`` SparseGPT sweeps (the U factor is
-    recomputed each round) plus ``rounds * gd_steps`` products d_out x d_in x d_in.
+    recomputed each round) plus ``rounds * round_steps`` products d_out x d_in x d_in.
     """
     if not isinstance(pattern, NM):
         raise ValueError(f"iobs supports NM patterns only, got pattern={pattern!r}")
-    for name, val, lo in (("rounds", rounds, 1), ("gd_steps", gd_steps, 0)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
-    if verbose is None:
-        verbose = W.shape[0] * W.shape[1] >= 2**20
+    check_int(rounds, "rounds", minimum=1)
+    check_int(round_steps, "round_steps", minimum=0)
+    if progress is None:
+        progress = W.shape[0] * W.shape[1] >= PROGRESS_MIN_SIZE
     xp = namespace(W, H)
     dt = W.dtype
     g = gamma_max(H)
@@ -92,13 +93,13 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
     Wc = W
     sg_info = {}
     for t in range(1, rounds + 1):
-        sg = sparsegpt_prune(Wc, H, pattern, percdamp=percdamp, blocksize=blocksize)
+        sg = sparsegpt_prune(Wc, H, pattern, damping=damping, blocksize=blocksize)
         W_hat, mask, sg_info = sg.x, sg.mask, sg.info
         R = W_hat @ Hd - GS  # (W_hat - W*) H: gives the loss and the first gradient
         loss = frob_inner(R, W_hat - W)
         hist["loss"].append(loss)
         hist["time"].append(time.perf_counter() - t0)
-        if verbose:
+        if progress:
             print(f"iobs round {t}/{rounds}: loss {loss:.6g} ({hist['time'][-1]:.1f} s)",
                   flush=True)
         if best is None or loss < best[0]:
@@ -106,13 +107,13 @@ def iobs_prune(W, H, pattern, *, rounds=3, gd_steps=5, percdamp=0.01, blocksize=
         if t == rounds:
             break
         Wc = W_hat - two_eta * R
-        for _ in range(gd_steps - 1):
+        for _ in range(round_steps - 1):
             Wc = Wc - two_eta * (Wc @ Hd - GS)
-        if gd_steps == 0:
+        if round_steps == 0:
             Wc = W_hat
     _, W_out, mask, best_round = best
-    info = {"rounds": int(rounds), "gd_steps": int(gd_steps), "best_round": best_round,
-            "percdamp": sg_info.get("percdamp"), "blocksize": sg_info.get("blocksize")}
+    info = {"rounds": int(rounds), "round_steps": int(round_steps), "best_round": best_round,
+            "damping": sg_info.get("damping"), "blocksize": sg_info.get("blocksize")}
     history = {k: np.asarray(v, dtype=np.float64) for k, v in hist.items()}
     history["objective"] = history["loss"]
     return PruneResult(x=W_out, mask=mask, nit=int(rounds),

@@ -14,7 +14,7 @@ from ..backend import namespace, row_blocks, zero
 from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order, symmetrize_in_place
 from ..patterns import NM, TopK
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
-    check_square
+    check_square, check_bool
 
 __all__ = [
     "layer_loss",
@@ -270,8 +270,7 @@ def masked_gd(W, W_star, H, mask, steps, step=None, *, assume_psd=False):
         raise ValueError(f"W_star has shape {tuple(W_star.shape)}, expected {tuple(W.shape)} "
                          "(shape of W)")
     check_finite(W_star, "W_star")
-    if not isinstance(assume_psd, bool):
-        raise ValueError(f"assume_psd must be True or False, got {assume_psd!r}")
+    check_bool(assume_psd, "assume_psd")
     _, Hs = check_layer(W, H, TopK(W.shape[1]), psd=not assume_psd)
     if not (hasattr(mask, "shape") and hasattr(mask, "dtype")):
         mask = np.asarray(mask)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..backend import namespace, zero
 from ..patterns import NM, TopK
 from .loss import gamma_max
+from ..validation import check_int, check_real
 from .registry import register
 from .result import PruneResult
 
@@ -14,7 +14,7 @@ __all__ = ["maiht_prune"]
 
 
 @register("maiht", patterns=(NM, TopK), order=50)
-def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iters=30,
+def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, support_steps=30,
                 normalize=True, tol=1e-8):
     """Monotone accelerated IHT with refinement on the normalised layer (maiht-wen Alg. 1).
 
@@ -34,7 +34,7 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
         alpha = step_scale / ||X'X + mu I||_2 (Sec. 4: 0.95; see Notes).
     iters : int, default 50
         mAIHT iterations t_1 (Sec. 4: 50).
-    refine_iters : int, default 30
+    support_steps : int, default 30
         Refinement steps t_2 on the final support (Alg. 1 lines 8-10; Sec. 4: 30).
     normalize : bool, default True
         The pre-processing of Sec. 4: E = Diag(X'X)^{-1/2}, W_hat <- E^{-1} W_hat,
@@ -69,13 +69,10 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     from ..objectives import LayerLoss
     from ..solvers import maiht
 
-    if not (np.isscalar(mu) and np.isfinite(mu)) or mu < 0:
-        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
-    if not (np.isscalar(step_scale) and np.isfinite(step_scale)) or step_scale <= 0:
-        raise ValueError(f"step_scale must be a finite number > 0, got {step_scale!r}")
-    for name, val in (("iters", iters), ("refine_iters", refine_iters)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {val!r}")
+    check_real(mu, "mu")
+    check_real(step_scale, "step_scale", positive=True)
+    check_int(iters, "iters", minimum=0)
+    check_int(support_steps, "support_steps", minimum=0)
     xp = namespace(W, H)
     dt = W.dtype
     if normalize:
@@ -95,7 +92,7 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     step = step_scale / (2.0 * g + float(mu))
     f = LayerLoss(W_e, H_e, check_psd=False)
     res = maiht(f, pattern=pattern, step=step, mu=float(mu), max_iter=int(iters),
-                refine_steps=int(refine_iters), tol=tol)
+                refine_steps=int(support_steps), tol=tol)
     X = xp.astype(res.x, dt, copy=False)
     W_out = xp.astype(X / xp.astype(e_inv[None, :], dt), dt, copy=False)
     mask = pattern.mask(W_out)
@@ -103,4 +100,5 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, refine_iter
     info = {"nit": res.nit, "stop_reason": res.stop_reason, "step": step, "mu": float(mu),
             "normalize": bool(normalize), "solver_info": dict(res.info)}
     return PruneResult(x=W_out, mask=mask, nit=res.nit, stop_reason=res.stop_reason,
+                       status=res.status,
                        history=dict(res.history), info=info)

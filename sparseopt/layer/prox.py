@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 from numba import njit, prange
 
@@ -9,12 +11,13 @@ from ..backend import device, namespace, zero
 from ..linalg import frob_inner, symmetrize_in_place, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import RNM
-from ..validation import _dtype_name, check_int, check_real
+from ..solvers.proxgrad import Schedule, proximal_gradient
+from ..validation import _dtype_name, check_choice, check_int, check_real
 from .loss import gamma_max
 from .registry import register
 from .result import PruneResult
 
-__all__ = ["prox_prune", "rescale_wanda", "clip_hessian", "auto_clip", "make_regularizer",
+__all__ = ["prox_prune", "ProxSchedule", "rescale_wanda", "clip_hessian", "auto_clip", "make_regularizer",
            "REGULARIZERS", "SCHEDULES", "STARTS", "DEFAULT_LAM0", "DEFAULT_MAX_ITER",
            "AUTO_CLIP", "AUTO_CLIP_OUTLIER"]
 
@@ -22,25 +25,81 @@ __all__ = ["prox_prune", "rescale_wanda", "clip_hessian", "auto_clip", "make_reg
 DEFAULT_LAM0 = 0.01
 #: Iteration cap; with the paper's schedule lambda grows by 1e4 in ~926 iterations.
 DEFAULT_MAX_ITER = 3000
-#: The lambda schedules of ``prune(W, H, method="prox", schedule=NAME)``.
+@dataclass(frozen=True)
+class ProxSchedule:
+    """How the prox pruner grows lambda, steps and stops (``prune(..., method="prox",
+    schedule=...)``): :data:`SCHEDULES` holds the named ones; ``dataclasses.replace`` on one of
+    them changes single values, e.g. ``replace(SCHEDULES["fast"], clip=0)``.
+
+    Attributes
+    ----------
+    momentum : {"plain", "fista"}
+        ``"plain"``: the paper's Alg. 2. ``"fista"``: FISTA extrapolation with gradient restart
+        (:func:`~sparseopt.solvers.proximal_gradient`).
+    beta : float
+        Growth factor of lambda while the groups decide, ``> 1`` (Alg. 2 stops only if lambda
+        grows).
+    beta_start, beta_tail : float or None
+        Growth factors while fewer than 0.1% of the groups are N:M, and once 98% are
+        (:class:`~sparseopt.solvers.Schedule`); None: ``beta``.
+    clip : int or "auto"
+        Gradient steps with the Hessian whose ``clip`` largest eigenvalues (of the rescaled H)
+        are lowered to the next one (:func:`clip_hessian`), and the step
+        eta = 1 / (2 gamma_{clip+1}) that allows; 0 is Alg. 2. lambda_k is scaled by
+        eta / eta_0 in the prox, so that every step still weighs r_{N:M} by lambda_k / eta_0
+        as Alg. 2 does (``history["lam"]`` keeps the schedule's lambda_k; the loss of
+        ``history`` is the true L). ``"auto"``: ``min(96, d_in // 4)`` for r_{N:M} where the
+        rescaled H has outlier eigenvalues (:func:`auto_clip`), 0 elsewhere and for the other
+        regularizers (``info["clip"]`` says which).
+    beta_clip : float or None
+        Growth factor while the groups decide where the steps are clipped: the larger steps
+        keep up with a faster-moving minimiser. None: ``beta``.
+    stop_fraction : float
+        Stop once at least this fraction of the groups is N:M (0 < stop_fraction <= 1) and
+        project the rest onto the pattern (``info["projected"]`` is then True).
+    tail_tol : float
+        For regularizers that never reach N:M exactly (R2): stop once
+        ||W - P(W)||_F <= tail_tol ||W||_F.
+    """
+
+    momentum: str = "plain"
+    beta: float = 1.01
+    beta_start: float | None = None
+    beta_tail: float | None = None
+    clip: int | str = 0
+    beta_clip: float | None = None
+    stop_fraction: float = 1.0
+    tail_tol: float = 1e-4
+
+    def __post_init__(self):
+        check_choice(self.momentum, "momentum", ("plain", "fista"))
+        for name in ("beta", "beta_clip"):  # the schedule must grow for Alg. 2 to stop
+            value = check_real(getattr(self, name), name, allow_none=name == "beta_clip")
+            if value is not None and not value > 1:
+                raise ValueError(f"{name} must be a finite number > 1, got {value!r}")
+        if not (isinstance(self.clip, str) and self.clip == "auto"):
+            if isinstance(self.clip, str):
+                raise ValueError(f"clip must be a non-negative integer or 'auto', "
+                                 f"got {self.clip!r}")
+            check_int(self.clip, "clip", minimum=0)
+        # the solver's schedule checks beta_start, beta_tail, stop_fraction and tail_tol
+        Schedule(1.0, self.beta, self.beta_start, self.beta_tail, self.stop_fraction,
+                 tail_tol=self.tail_tol)
+
+
+#: The named lambda schedules of ``prune(W, H, method="prox", schedule=NAME)``.
 #:
 #: ``"paper"``: prox24-kubler Alg. 2 as published, plain proximal gradient with
 #: lambda_k = lambda_0 1.01^k, the reference for the paper's claims (the theory checks use it).
 #: ``"fast"`` (the default): FISTA momentum with gradient restart, lambda grown by 1.2 until
-#: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 from 98% on, and a stop
-#: at 99% (``stop_fraction``: the last 1% projected onto the pattern); and
-#: ``clip="auto"``: where the rescaled Hessian has outlier eigenvalues (:func:`auto_clip`),
-#: the steps use it with its min(96, d_in // 4) largest eigenvalues clipped and lambda
-#: grows by 1.25 (``beta_clip``) while the groups decide. Without the clip (``clip=0``) and
-#: the stop it reaches the mask on the 36 MiniLM layers in 8x fewer iterations than
-#: ``"paper"`` and ends +GD within 0.5% of its local loss; the default does in 35x fewer
-#: (median 24 against 838), at 0.60-0.99x of its loss (``benchmarks/prox_schedule.py``,
-#: ``docs/benchmarks.md``).
+#: 0.1% of the groups are N:M, by 1.055 while they decide and by 1.5 from 98% on, a stop at
+#: 99% (the last 1% projected onto the pattern), and ``clip="auto"`` with lambda grown by
+#: 1.25 while the groups decide on clipped layers. What each part saves is measured by
+#: ``benchmarks/prox_schedule.py`` and ``benchmarks/prox_clip.py`` (``docs/benchmarks.md``).
 SCHEDULES = {
-    "paper": {"momentum": "plain", "beta": 1.01, "beta_start": None, "beta_tail": None,
-              "clip": 0, "beta_clip": None, "stop_fraction": 1.0},
-    "fast": {"momentum": "fista", "beta": 1.055, "beta_start": 1.2, "beta_tail": 1.5,
-             "clip": "auto", "beta_clip": 1.25, "stop_fraction": 0.99},
+    "paper": ProxSchedule(),
+    "fast": ProxSchedule(momentum="fista", beta=1.055, beta_start=1.2, beta_tail=1.5,
+                         clip="auto", beta_clip=1.25, stop_fraction=0.99),
 }
 
 #: ``clip="auto"``: the most eigenvalues clipped (at most d_in // 4), and the outlier test
@@ -88,7 +147,7 @@ def _divide_outer(H, s, out):
 
 def clip_hessian(H, k, *, low_rank="raise", precision="float64"):
     """H with its ``k`` largest eigenvalues lowered to the (k+1)-th: the Hessian of the
-    gradient steps of ``prune(..., method="prox", clip=k)``.
+    gradient steps of ``prune(..., method="prox")`` with ``ProxSchedule.clip = k``.
 
     Returns ``(H_clip, V, c, top, level)``: H_clip = H - V diag(c) V' (symmetric, float64),
     V the (d, k) eigenvectors of the k largest eigenvalues, c >= 0 by how much each was
@@ -102,8 +161,7 @@ def clip_hessian(H, k, *, low_rank="raise", precision="float64"):
     twice of).
     """
     k = check_int(k, "k", minimum=1)
-    if low_rank not in ("raise", "none"):
-        raise ValueError(f"low_rank must be 'raise' or 'none', got {low_rank!r}")
+    check_choice(low_rank, "low_rank", ("raise", "none"))
     xp = namespace(H)
     w, V = top_eigenpairs(H, k + 1, precision=precision)  # ascending: w[0] the (k+1)-th largest
     level, top = float(w[0]), float(w[-1])
@@ -285,20 +343,12 @@ def prox_prune(
     schedule="fast",
     start="dense",
     lam0=None,
-    beta=None,
     lam_tilde=None,
     rescale=True,
     max_iter=DEFAULT_MAX_ITER,
     prox_method="alm",
     prox_tol=None,
-    tail_tol=1e-4,
-    clip=None,
-    momentum=None,
-    beta_start=None,
-    beta_tail=None,
-    beta_clip=None,
-    stop_fraction=None,
-    verbose=None,
+    progress=None,
 ):
     """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2; FISTA by default).
 
@@ -322,14 +372,13 @@ def prox_prune(
         or the plain l0 / l1 penalties (:func:`make_regularizer`). R2 never reaches exact
         N:M at finite lambda: its run stops by ``tail_tol`` and the final projection makes
         it N:M.
-    schedule : {"fast", "paper"}, default "fast"
-        The lambda schedule and momentum (:data:`SCHEDULES`): ``"paper"`` is Alg. 2 as
-        published (plain proximal gradient, beta = 1.01); ``"fast"`` adds FISTA momentum
-        and grows lambda by 1.2 / 1.055 / 1.5 (before, while and after the groups decide),
-        and on layers with outlier eigenvalues clips the Hessian in the steps and grows
-        lambda by 1.25 while the groups decide (``clip="auto"``, ``beta_clip``). ``beta``,
-        ``beta_start``, ``beta_tail``, ``momentum``, ``clip`` and ``beta_clip`` override
-        single values.
+    schedule : {"fast", "paper"} or ProxSchedule, default "fast"
+        The lambda schedule, momentum, Hessian clip and stopping rules (:class:`ProxSchedule`,
+        named ones in :data:`SCHEDULES`): ``"paper"`` is Alg. 2 as published (plain proximal
+        gradient, beta = 1.01); ``"fast"`` adds FISTA momentum and grows lambda by
+        1.2 / 1.055 / 1.5 (before, while and after the groups decide), and on layers with
+        outlier eigenvalues clips the Hessian in the steps and grows lambda by 1.25 while
+        the groups decide; it stops at 99% of the groups N:M.
     start : {"dense", "wanda", "sparsegpt"}, default "dense"
         The first iterate (:data:`STARTS`): W* (Alg. 2), or the weights of
         ``prune(W, H, method=start)`` (SparseGPT with its default damping), rescaled as W*
@@ -338,9 +387,6 @@ def prox_prune(
         the method's time.
     lam0 : float, optional
         lambda_0 of the schedule lambda_k = lambda_0 beta^k; default 0.01 (Sec. 4).
-    beta : float, optional
-        Growth factor while the groups decide, ``> 1``; default the schedule's (paper 1.01,
-        fast 1.055, or ``beta_clip`` = 1.25 where the steps are clipped).
     lam_tilde : float, optional
         Scale-free form (eq. 15): lambda_0 = lam_tilde / mean|W*|, with W* the weights the
         prox sees (after rescaling), for r_{2:4}; in general lam_tilde mean|W*|^(2 - p)
@@ -351,55 +397,18 @@ def prox_prune(
         Wanda-style rescaling of Sec. 4 before pruning, undone at the end
         (:func:`rescale_wanda`).
     max_iter : int, default 3000
-        Iteration cap. If W is still not N:M after it, W is projected onto the pattern
-        (``pattern.project``) and ``info["projected"]`` is True.
+        Iteration cap. If W is still not N:M after it (or the schedule's ``stop_fraction``
+        stopped it), W is projected onto the pattern (``pattern.project``: the n largest
+        magnitudes of the last iterate) and ``info["projected"]`` is True.
     prox_method : {"alm", "pgd", "ipm"}, default "alm"
         Solver of :func:`sparseopt.prox.prox_nm` (tensors on an accelerator: "alm" for 2:4,
         the torch kernel).
     prox_tol : float, optional
         ``tol`` of ``prox_nm`` (its default when None).
-    tail_tol : float, default 1e-4
-        For regularizers that never reach N:M exactly (R2): stop once
-        ||W - P(W)||_F <= tail_tol ||W||_F (:func:`~sparseopt.solvers.proximal_gradient`).
-    clip : int or "auto", optional
-        Gradient steps with the Hessian whose ``clip`` largest eigenvalues (of the rescaled
-        H) are lowered to the next one (:func:`clip_hessian`), and the step
-        eta = 1 / (2 gamma_{clip+1}) that allows; 0 is Alg. 2. lambda_k is scaled by
-        eta / eta_0 in the prox, so that every step still weighs r_{N:M} by
-        lambda_k / eta_0 as Alg. 2 does (``history["lam"]`` keeps the schedule's lambda_k).
-        The loss of ``history`` is the true L. ``"auto"`` (the fast schedule's default):
-        ``clip=min(96, d_in // 4)`` for r_{N:M} where the rescaled H has outlier
-        eigenvalues, gamma_max(H) >= 8 tr(H)/d (:func:`auto_clip`), and a rank above that;
-        0 elsewhere and for the other regularizers (``info["clip"]`` says which).
-        Default: the schedule's (fast: ``"auto"``, paper: 0). On all 36 MiniLM layers
-        ``clip=96`` with ``beta_clip=1.25`` ends +1000 GD at 0.55-0.99x of the paper
-        schedule's loss in 30 instead of 103 (fast, ``clip=0``) and 838 (paper) iterations
-        (median, without the stop at 99%; ``benchmarks/prox_schedule.py``,
-        ``docs/layer.md``). The eigenpairs are solved in W's precision (float32 weights:
-        float32, ``info["clip_precision"]``; :func:`clip_hessian`).
-    beta_clip : float, optional
-        Growth factor while the groups decide when the steps are clipped (``clip`` > 0)
-        and ``beta`` is not given: the larger steps keep up with a faster-moving minimiser.
-        Default: the schedule's (fast: 1.25; paper: None, i.e. ``beta``).
-    momentum : {"plain", "fista"}, optional
-        ``"plain"``: the paper's Alg. 2. ``"fista"``: FISTA extrapolation with gradient
-        restart (:func:`~sparseopt.solvers.proximal_gradient`). Default: the schedule's.
-    beta_start : float, optional
-        Growth factor while fewer than 0.1% of the groups are N:M; default the schedule's
-        (paper: ``beta``, fast: 1.2).
-    beta_tail : float, optional
-        Growth factor once 98% of the groups are N:M; default the schedule's (paper:
-        ``beta``, fast: 1.5).
-    stop_fraction : float, optional
-        Stop once at least this fraction of the groups is N:M (0 < stop_fraction <= 1) and
-        project the rest onto the pattern (``pattern.project``: the n largest magnitudes of
-        the last iterate; ``info["projected"]`` is then True). Default: the schedule's
-        (paper: 1.0, Alg. 2's stop; fast: 0.99: the last 1% of the groups took 3-11 more
-        iterations on the MiniLM layers, see :data:`SCHEDULES` and ``docs/layer.md``).
-    verbose : bool, optional
+    progress : bool, optional
         Show a tqdm progress bar (lambda, loss, fraction of N:M groups). Default: on for
         layers with at least 2^20 weights
-        (:data:`sparseopt.solvers.proxgrad.VERBOSE_MIN_SIZE`), off below.
+        (:data:`sparseopt.solvers.proxgrad.PROGRESS_MIN_SIZE`), off below.
 
     Returns
     -------
@@ -443,7 +452,6 @@ def prox_prune(
     Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, eq. 4, 5, 15.
     """
     from ..objectives import LayerLoss
-    from ..solvers.proxgrad import proximal_gradient
 
     if not isinstance(pattern, NM):
         raise ValueError(f"prox supports NM patterns only, got pattern={pattern!r}")
@@ -452,27 +460,12 @@ def prox_prune(
         raise ValueError("give either lam0 or lam_tilde (eq. 15), not both")
     lam0 = check_real(lam0, "lam0", positive=True, allow_none=True)
     lam_tilde = check_real(lam_tilde, "lam_tilde", positive=True, allow_none=True)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {tuple(SCHEDULES)}, got {schedule!r}")
-    if not isinstance(start, str) or start not in STARTS:
-        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
-    given = {"momentum": momentum, "beta": beta, "beta_start": beta_start,
-             "beta_tail": beta_tail, "clip": clip, "beta_clip": beta_clip,
-             "stop_fraction": stop_fraction}
-    chosen = {key: SCHEDULES[schedule][key] if value is None else value
-              for key, value in given.items()}
-    momentum, beta_clip = chosen["momentum"], chosen["beta_clip"]
-    beta_start, beta_tail = chosen["beta_start"], chosen["beta_tail"]
-    if momentum not in ("plain", "fista"):
-        raise ValueError(f"momentum must be 'plain' or 'fista', got {momentum!r}")
-    for name in ("beta", "beta_clip"):  # the schedule must grow for Alg. 2 to stop
-        if chosen[name] is not None and not check_real(chosen[name], name) > 1:
-            raise ValueError(f"{name} must be a finite number > 1, got {chosen[name]!r}")
+    sched = schedule if isinstance(schedule, ProxSchedule) else \
+        SCHEDULES[check_choice(schedule, "schedule", SCHEDULES)]
+    check_choice(start, "start", STARTS)
     max_iter = check_int(max_iter, "max_iter", minimum=0)
-    auto = isinstance(chosen["clip"], str) and chosen["clip"] == "auto"
-    if isinstance(chosen["clip"], str) and not auto:
-        raise ValueError(f"clip must be a non-negative integer or 'auto', got {chosen['clip']!r}")
-    clip = 0 if auto else check_int(chosen["clip"], "clip", minimum=0)
+    auto = sched.clip == "auto"
+    clip = 0 if auto else sched.clip
     if clip >= W.shape[1]:
         raise ValueError(f"clip must be below d_in = {W.shape[1]}, got {clip}")
     xp = namespace(W, H)
@@ -520,21 +513,19 @@ def prox_prune(
         f = LayerLoss(Wt_star, xp.astype(Ht, dt), check_psd=False)  # products in W's dtype
         Ht = None
     # lambda's growth while the groups decide: beta_clip with the clipped steps (they keep
-    # up with a faster-moving minimiser), unless beta is given
-    clip_growth = beta is None and bool(clip) and beta_clip is not None
-    beta = beta_clip if clip_growth else chosen["beta"]
+    # up with a faster-moving minimiser)
+    clip_growth = bool(clip) and sched.beta_clip is not None
+    beta = sched.beta_clip if clip_growth else sched.beta
     x0, min_iter = None, 0  # None: f's reference W*, where the first step is a pure prox
     if start != "dense":  # a warm start is N:M already: at least one step off it
         x0 = _warm_start(start, W, H, pattern) * xp.astype(s[None, :], dt)
         min_iter = min(max_iter, 1)
-    res = proximal_gradient(f, reg, lam0=float(lam0) * lam_scale, beta=float(beta),
-                            step=eta,
-                            x0=x0, max_iter=max_iter, min_iter=min_iter,
-                            pattern=pattern, tail_tol=tail_tol,
-                            stop_fraction=chosen["stop_fraction"],
-                            momentum=None if momentum == "plain" else momentum,
-                            beta_start=beta_start, beta_tail=beta_tail,
-                            verbose=verbose, desc="prox")
+    steps = Schedule(float(lam0) * lam_scale, float(beta), sched.beta_start, sched.beta_tail,
+                     sched.stop_fraction, min_iter, sched.tail_tol)
+    res = proximal_gradient(f, reg, steps, step=eta, x0=x0, max_iter=max_iter,
+                            pattern=pattern,
+                            momentum=None if sched.momentum == "plain" else sched.momentum,
+                            progress=progress, desc="prox")
     Wk, k = res.x, res.nit
     done = res.stop_reason == "x in pattern"
     projected = not done
@@ -546,14 +537,15 @@ def prox_prune(
     mask = pattern.mask(W_out)
     W_out = xp.where(mask, W_out, zero(W_out))
     info = {
-        "nit": k, "stop_reason": stop, "projected": projected, "schedule": schedule,
+        "nit": k, "stop_reason": stop, "projected": projected,
+        "schedule": schedule if isinstance(schedule, str) else asdict(sched),
         "lam0": float(lam0),
         "beta": float(beta), "beta_start": res.info["beta_start"],
-        "beta_tail": res.info["beta_tail"], "momentum": momentum,
+        "beta_tail": res.info["beta_tail"], "momentum": sched.momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"] / lam_scale,
         "eta": eta, "clip": clip, "clip_auto": auto,
         "clip_precision": precision if clip else None,  # of the eigen solve
-        "beta_clip": beta_clip if clip_growth else None,  # None: not applied
+        "beta_clip": sched.beta_clip if clip_growth else None,  # None: not applied
         "stop_fraction": res.info["stop_fraction"],
         "rescale": bool(rescale),
         "prox_method": prox_method,
@@ -564,7 +556,8 @@ def prox_prune(
     history["lam"] = history["lam"] / lam_scale
     if k:
         history["objective"] = history["loss"]
-    return PruneResult(x=W_out, mask=mask, nit=k, stop_reason=stop, history=history, info=info)
+    return PruneResult(x=W_out, mask=mask, nit=k, stop_reason=stop, status=res.status,
+                       history=history, info=info)
 
 
 def _warm_start(start, W, H, pattern):

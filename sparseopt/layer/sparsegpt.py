@@ -14,6 +14,7 @@ from numba import njit
 from ..backend import ascontiguous, device, namespace, register_kernel, kernel, zero
 from ..linalg import inverse_hessian_factor
 from ..patterns import NM
+from ..validation import check_int
 from .registry import register
 from .result import PruneResult
 
@@ -86,7 +87,7 @@ def _sweep_block_numpy(W1, U1, n, m, keep1, Err1):
 
 
 @register("sparsegpt", psd=False, order=30)
-def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
+def sparsegpt_prune(W, H, pattern, *, damping=0.01, blocksize=None):
     """SparseGPT: the OBS column sweep with lazy block updates (Frantar & Alistarh 2023).
 
     With the N:M mask selection of its reference code.
@@ -99,7 +100,7 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
         Symmetric Hessian in float64. Only H + damping needs to be positive definite.
     pattern : NM
         N:M pattern along the rows.
-    percdamp : float, default 0.01
+    damping : float, default 0.01
         Damping as a fraction of mean(diag(H)) (dead inputs counted as 1).
     blocksize : int, optional
         Columns per lazy batch update; must be a positive multiple of ``pattern.m``.
@@ -108,14 +109,14 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
     Returns
     -------
     PruneResult
-        ``x``, ``mask`` and ``info`` (``percdamp``, ``damp``, ``blocksize``, ``n_dead``).
+        ``x``, ``mask`` and ``info`` (``damping``, ``damp``, ``blocksize``, ``n_dead``).
 
     Notes
     -----
     Algorithm (reference implementation of SparseGPT, N:M mode):
 
     1. Dead inputs (H_jj = 0): H_jj <- 1 and W[:, j] <- 0. Damping H <- H + delta I with
-       delta = percdamp * mean(diag H).
+       delta = damping * mean(diag H).
     2. U <- upper Cholesky factor of H^{-1} (see :func:`inverse_hessian_factor`).
     3. For each group of m columns, when the sweep reaches its first column: keep in every
        row the n entries with the largest w_j^2 / U_jj^2 (the OBS saliency, evaluated on
@@ -139,12 +140,12 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
     n, m = pattern.n, pattern.m
     if blocksize is None:
         blocksize = max(m, DEFAULT_BLOCKSIZE - DEFAULT_BLOCKSIZE % m)
-    if not isinstance(blocksize, (int, np.integer)) or blocksize <= 0 or blocksize % m:
+    if check_int(blocksize, "blocksize", minimum=1) % m:
         raise ValueError(f"blocksize must be a positive multiple of m={m}, got {blocksize!r}")
     xp = namespace(W)
     dt = W.dtype
     d_out, d_in = W.shape
-    U, dead, damp = inverse_hessian_factor(H, percdamp=percdamp, dtype=dt)
+    U, dead, damp = inverse_hessian_factor(H, damping=damping, dtype=dt)
     Wt = ascontiguous(xp.asarray(W.T, copy=True))  # row j of Wt = column j of W, contiguous
     Wt[dead, :] = 0
     keep = xp.zeros((d_in, d_out), dtype=xp.bool, device=device(W))
@@ -159,6 +160,6 @@ def sparsegpt_prune(W, H, pattern, *, percdamp=0.01, blocksize=None):
             Wt[i2:, :] -= U[i1:i2, i2:].T @ Err1  # lazy batch update (BLAS-3)
     mask = ascontiguous(keep.T)
     W_out = xp.where(mask, Wt.T, zero(W))
-    info = {"percdamp": float(percdamp), "damp": damp, "blocksize": int(blocksize),
+    info = {"damping": float(damping), "damp": damp, "blocksize": int(blocksize),
             "n_dead": int(xp.sum(xp.astype(dead, xp.int64)))}
     return PruneResult(x=W_out, mask=mask, info=info)

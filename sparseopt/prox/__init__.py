@@ -13,14 +13,12 @@ tested. The sorted-domain kernels live in ``alm`` (this package's default), ``pg
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
 
 from ..backend import register_kernel
-from ..patterns import check_finite
-from ..validation import check_out
+from ..validation import check_choice, check_finite, check_int, check_out, check_real
 from .alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
 from .certify import Certificate, certify  # imports CVXPY only when called
 from .closed_form import prox_r0m, prox_r1m
@@ -31,43 +29,23 @@ __all__ = ["prox_nm", "certify", "Certificate", "METHODS"]
 METHODS = {"alm": None, "pgd": ((2, 4), (2, 3)), "ipm": ((2, 4), (2, 3))}
 
 
-def _check_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
 def _validate(y, lam, n, m, method, tol, max_iter):
     y = np.asarray(y)
     if y.dtype not in (np.float32, np.float64):
         raise ValueError(f"y must have dtype float32 or float64, got {y.dtype}")
     if y.ndim == 0:
         raise ValueError("y must have at least one axis")
-    m = _check_int(m, "m")
-    n = _check_int(n, "n")
-    if m < 1:
-        raise ValueError(f"m must be a positive integer, got {m}")
+    m = check_int(m, "m", minimum=1)
+    n = check_int(n, "n")
     if not 0 <= n < m:
         raise ValueError(f"n must satisfy 0 <= n < m={m}, got n={n}")
     if y.shape[-1] % m != 0:
         raise ValueError(f"last axis of y has length {y.shape[-1]}, not divisible by m={m}")
-    if isinstance(lam, bool) or not isinstance(lam, (numbers.Real, np.floating, np.integer)):
-        raise ValueError(f"lam must be a real scalar, got {lam!r}")
-    lam = float(lam)
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be finite and non-negative, got {lam!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
-    if tol is not None:
-        if isinstance(tol, bool) or not isinstance(tol, (numbers.Real, np.floating)):
-            raise ValueError(f"tol must be a positive real number, got {tol!r}")
-        tol = float(tol)
-        if not (np.isfinite(tol) and tol > 0):
-            raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    lam = check_real(lam, "lam")
+    check_choice(method, "method", METHODS)
+    tol = check_real(tol, "tol", positive=True, allow_none=True)
     if max_iter is not None:
-        max_iter = _check_int(max_iter, "max_iter")
-        if max_iter < 1:
-            raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+        max_iter = check_int(max_iter, "max_iter", minimum=1)
     return y, lam, n, m, tol, max_iter
 
 

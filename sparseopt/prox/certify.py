@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 import time
 import warnings
 from dataclasses import dataclass
@@ -25,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..patterns import NM, check_finite
-from ..validation import check_nm
+from ..patterns import NM
+from ..validation import check_finite, check_int, check_nm, check_real
 from ..regularizers import prox_objective
 from ..result import Result
 
@@ -55,8 +54,8 @@ class Certificate(Result):
         value - bound (absolute, objective units).
     certified : ndarray of bool
         gap <= tol * max_i y_i^2 over the group (see ``certify``).
-    status : ndarray of str
-        Solver status per group ("optimal", "optimal_inaccurate", ...).
+    solver_status : ndarray of str
+        The SDP solver's status per group ("optimal", "optimal_inaccurate", ...).
     solver : str
         The CVXPY solver used.
     order : int
@@ -81,7 +80,7 @@ class Certificate(Result):
     value: Any = None
     gap: Any = None
     certified: Any = None
-    status: Any = None
+    solver_status: Any = None
     solver: str = ""
     order: int = 2
 
@@ -629,7 +628,7 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
     -------
     Certificate
         A :class:`~sparseopt.result.Result` (``x`` = w, ``fun`` = total objective, ``nit`` =
-        SDP solves) with ``bound``, ``value``, ``gap``, ``certified``, ``status``, ``info``
+        SDP solves) with ``bound``, ``value``, ``gap``, ``certified``, ``solver_status``, ``info``
         per group.
 
     Raises
@@ -743,18 +742,13 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
         check_finite(a, name)
     if y.shape != w.shape:
         raise ValueError(f"w has shape {w.shape}, y has shape {y.shape}; they must match")
-    if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
+    check_real(lam, "lam")
     pattern = check_nm(pattern, below_m=True)
     n, m = pattern.n, pattern.m
-    if not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
-        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
-    if not isinstance(refine, numbers.Integral) or isinstance(refine, bool) or refine < 0:
-        raise ValueError(f"refine must be a non-negative integer, got {refine!r}")
-    if not isinstance(max_nodes, numbers.Integral) or isinstance(max_nodes, bool) or max_nodes < 1:
-        raise ValueError(f"max_nodes must be a positive integer, got {max_nodes!r}")
-    if not isinstance(order, numbers.Integral) or order < 1:
-        raise ValueError(f"order must be a positive integer, got {order!r}")
+    check_real(tol, "tol", positive=True)
+    check_int(refine, "refine", minimum=0)
+    check_int(max_nodes, "max_nodes", minimum=1)
+    check_int(order, "order", minimum=1)
     if n + 1 > 2 * order:
         raise ValueError(f"order={order} is too small for the degree-{n + 1} objective; need 2*order >= n+1")
     import cvxpy as cp
@@ -890,7 +884,7 @@ def certify(y, lam, w, pattern=NM(2, 4), *, tol=1e-6, solver=None, order=2, refi
         value=value.reshape(lead),
         gap=gap.reshape(lead),
         certified=certified.reshape(lead),
-        status=status.astype(str).reshape(lead),
+        solver_status=status.astype(str).reshape(lead),
         solver=solver,
         order=int(order),
         info={

@@ -22,9 +22,10 @@ but carries the certificate of Theorem 7; use EnumALM for speed.
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
+
+from ..validation import check_int, check_real
 
 __all__ = ["enum_ipm_sorted"]
 
@@ -52,17 +53,9 @@ def _validate_sorted(z, lam, n, tol, name="z"):
         raise ValueError(f"{name} must be non-negative (pass |y|)")
     if z.shape[1] > 1 and np.any(np.diff(z, axis=1) > 0):
         raise ValueError(f"every row of {name} must be sorted in descending order")
-    if not isinstance(lam, numbers.Real) or isinstance(lam, bool):
-        raise ValueError(f"lam must be a real scalar, got {lam!r}")
-    lam = float(lam)
-    if not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be finite and non-negative, got {lam!r}")
-    if not isinstance(n, (numbers.Integral,)) or isinstance(n, bool):
-        raise ValueError(f"n must be an integer, got {n!r}")
-    if tol is not None:
-        if not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol <= 0:
-            raise ValueError(f"tol must be a positive finite number, got {tol!r}")
-        tol = float(tol)
+    lam = check_real(lam, "lam")
+    check_int(n, "n")
+    tol = check_real(tol, "tol", positive=True, allow_none=True)
     return z, lam, tol
 
 

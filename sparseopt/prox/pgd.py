@@ -13,11 +13,11 @@ plain NumPy twin that performs the same arithmetic in the same order, used by th
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 from numba import njit, prange
 
+from ..validation import check_int
 from .ipm import _validate_sorted
 
 __all__ = ["enum_pgd_sorted", "enum_pgd_numpy"]
@@ -159,8 +159,7 @@ def _check_pgd_args(z, lam, n, tol, max_iter):
         raise ValueError(f"n must be 2 for EnumPGD (2:4 and 2:3), got n={n}")
     if z64.shape[1] not in (3, 4):
         raise ValueError(f"m must be 3 or 4 for EnumPGD (2:3 and 2:4), got m={z64.shape[1]}")
-    if not isinstance(max_iter, numbers.Integral) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    check_int(max_iter, "max_iter", minimum=1)
     return z_in.dtype, np.ascontiguousarray(z64, dtype=np.float64), lam, tol, int(max_iter)
 
 

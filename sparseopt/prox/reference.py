@@ -9,7 +9,6 @@ optimality system), so agreement with it is evidence, not a tautology. Small inp
 from __future__ import annotations
 
 import itertools
-import numbers
 
 import numpy as np
 from scipy.optimize import minimize
@@ -17,8 +16,8 @@ from scipy.optimize import minimize
 # L-BFGS-B calls BLAS on tiny vectors; threaded BLAS only adds contention there
 from threadpoolctl import threadpool_limits
 
-from ..patterns import NM, check_finite
-from ..validation import check_nm
+from ..patterns import NM
+from ..validation import check_finite, check_int, check_nm, check_real
 
 __all__ = ["prox_bruteforce"]
 
@@ -118,12 +117,10 @@ def prox_bruteforce(y, lam, pattern=NM(2, 4), *, starts=20, seed=0):
     if not np.issubdtype(y.dtype, np.floating):
         raise ValueError(f"y must have a floating dtype, got {y.dtype}")
     check_finite(y, "y")
-    if not isinstance(lam, numbers.Real) or isinstance(lam, bool) or not np.isfinite(lam) or lam < 0:
-        raise ValueError(f"lam must be a finite non-negative scalar, got {lam!r}")
+    check_real(lam, "lam")
     pattern = check_nm(pattern, below_m=True)
     n, m = pattern.n, pattern.m
-    if not isinstance(starts, numbers.Integral) or starts < 0:
-        raise ValueError(f"starts must be a non-negative integer, got {starts!r}")
+    check_int(starts, "starts", minimum=0)
     groups = pattern._groups(y, "y").reshape(-1, m).astype(np.float64)
     rng = np.random.default_rng(seed)
     lam = float(lam)

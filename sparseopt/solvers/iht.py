@@ -25,7 +25,9 @@ import array_api_compat
 import numpy as np
 
 from ..backend import device, is_numpy, namespace, numpy_dtype, zero
-from ..patterns import NM, TopK, check_finite
+from ..patterns import NM, TopK
+from ..validation import check_finite, check_int, check_real
+from ..result import MAX_ITER, SUCCESS
 from .result import HISTORY_KEYS, History, SolverResult
 
 __all__ = ["iht"]
@@ -123,20 +125,12 @@ class _Problem:
                 raise ValueError(
                     f"pattern {pattern.n}:{pattern.m} needs the last axis ({shape[-1]}) divisible by m"
                 )
-        if lam is not None:
-            if not np.isscalar(lam) or not np.isfinite(lam) or lam < 0:
-                raise ValueError(f"lam must be a finite scalar >= 0, got {lam!r}")
-            lam = float(lam)
+        lam = check_real(lam, "lam", allow_none=True)
         if target_nnz is not None:
-            if not isinstance(target_nnz, (int, np.integer)) or not 0 <= target_nnz <= size:
-                raise ValueError(f"target_nnz must be an integer in [0, {size}], got {target_nnz!r}")
-            target_nnz = int(target_nnz)
-        if not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-            raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
-        if not np.isscalar(tol) or not np.isfinite(tol) or tol < 0:
-            raise ValueError(f"tol must be a finite scalar >= 0, got {tol!r}")
-        if not np.isscalar(mu) or not np.isfinite(mu) or mu < 0:
-            raise ValueError(f"mu must be a finite scalar >= 0, got {mu!r}")
+            target_nnz = check_int(target_nnz, "target_nnz", minimum=0, maximum=size)
+        check_int(max_iter, "max_iter", minimum=0)
+        check_real(tol, "tol")
+        check_real(mu, "mu")
 
         # the array library of the problem: that of the objective's reference point and x0
         # (ValueError when they differ), NumPy for array_like input
@@ -178,8 +172,8 @@ class _Problem:
             if not np.isfinite(L) or L <= 0:
                 raise ValueError(f"cannot take the default step 1/L: objective.lipschitz() = {L}")
             step = 1.0 / L
-        elif not np.isscalar(step) or not np.isfinite(step) or step <= 0:
-            raise ValueError(f"step must be a finite scalar > 0, got {step!r}")
+        else:
+            check_real(step, "step", positive=True)
 
         self.objective = objective
         self.xp = xp
@@ -304,7 +298,7 @@ def refine(problem, x, support, steps, hist, t0, lam_rec):
     return x
 
 
-def finish(problem, x, hist, t0, nit, stop_reason, refine_steps, extra_info):
+def finish(problem, x, hist, t0, nit, stop_reason, status, refine_steps, extra_info):
     """Alg. 1 lines 7-11: fix the support (P_s for the adaptive form) and refine."""
     info = dict(extra_info)
     info["mode"] = problem.mode
@@ -325,13 +319,7 @@ def finish(problem, x, hist, t0, nit, stop_reason, refine_steps, extra_info):
         # the support is fixed: the history records f, lam is not in force
         x = refine(problem, x, support, refine_steps, hist, t0, np.nan)
     return SolverResult(x=x, history=hist.as_dict(), nit=nit + refine_steps,
-                        stop_reason=stop_reason, info=info)
-
-
-def check_refine_steps(refine_steps):
-    if not isinstance(refine_steps, (int, np.integer)) or refine_steps < 0:
-        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
-    return int(refine_steps)
+                        stop_reason=stop_reason, status=status, info=info)
 
 
 # ----------------------------------------------------------------------------- IHT
@@ -406,7 +394,7 @@ def iht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=Non
     >>> res.x
     array([3., 0., 0., 2.])
     """
-    refine_steps = check_refine_steps(refine_steps)
+    refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
     pb = _Problem(objective, pattern, lam, target_nnz, x0, step, max_iter, tol)
     if refit and not hasattr(pb.objective, "minimize_on_support"):
         raise ValueError("refit=True needs an objective with minimize_on_support "
@@ -420,7 +408,7 @@ def iht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=Non
     fval, g = pb.value_and_grad(x)
     hist.append(objective=pb.penalized(fval, x, lam_k), loss=fval, support=count_nonzero(x),
                 lam=pb.lam_record(lam_k), step=pb.step, residual=np.nan, time=0.0)
-    stop_reason, nit = "max_iter", 0
+    stop_reason, status, nit = "max_iter", MAX_ITER, 0
     for k in range(pb.max_iter):
         if pb.mode == "adaptive":
             lam_k = pb.update_lambda(lam_k, x)
@@ -435,6 +423,6 @@ def iht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=Non
                     support=count_nonzero(x), lam=pb.lam_record(lam_k), step=pb.step,
                     residual=res, time=time.perf_counter() - t0)
         if res <= pb.tol and (pb.mode != "adaptive" or count_nonzero(x) == pb.target_nnz):
-            stop_reason = "residual <= tol"
+            stop_reason, status = "residual <= tol", SUCCESS
             break
-    return finish(pb, x, hist, t0, nit, stop_reason, refine_steps, {"lam_final": lam_k})
+    return finish(pb, x, hist, t0, nit, stop_reason, status, refine_steps, {"lam_final": lam_k})

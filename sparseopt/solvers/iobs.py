@@ -22,9 +22,11 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
-from ..linalg import cholesky_pd, woodbury_factor, woodbury_solve
-from ..patterns import NM, TopK, check_finite
+from ..linalg import cholesky_pd, damping_shift, woodbury_factor, woodbury_solve
+from ..patterns import NM, TopK
+from ..validation import check_choice, check_finite, check_int, check_real
 from .mask_search import best_mask
+from ..result import MAX_ITER, SUCCESS
 from .result import HISTORY_KEYS, History, SolverResult
 
 __all__ = [
@@ -51,16 +53,12 @@ def _check_objective(objective, *, vector: bool) -> tuple:
 
 
 def _check_k(k, p: int, name: str = "k") -> int:
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= p:
-        raise ValueError(f"{name} must be an integer with 0 <= {name} <= p={p}, got {k!r}")
-    return int(k)
+    return check_int(k, name, minimum=0, maximum=p)
 
 
 def _check_iters(max_iter, tol):
-    if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
-    if not (np.isscalar(tol) and np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    check_int(max_iter, "max_iter", minimum=0)
+    check_real(tol, "tol")
 
 
 def _dtype_of(objective, x0):
@@ -109,14 +107,7 @@ def _hessian(objective, x, shape) -> np.ndarray:
 def _factor(H: np.ndarray, damping, where: str):
     """Cholesky factor of H (or H + delta I, delta = damping * mean diag H). ValueError when
     the (damped) matrix is not positive definite."""
-    delta = 0.0
-    if damping is not None:
-        mean_diag = float(np.mean(np.diag(H)))
-        if not mean_diag > 0:
-            raise ValueError(
-                f"damping needs a Hessian with positive mean diagonal, got {mean_diag:g} {where}"
-            )
-        delta = damping * mean_diag
+    delta = 0.0 if damping is None else damping_shift(float(np.mean(np.diag(H))), damping, where)
     Hd = H + delta * np.eye(H.shape[0]) if delta else H
     cf = cholesky_pd(Hd)
     if cf is None:
@@ -158,12 +149,6 @@ def _design_matrix(objective):
     if isinstance(objective, LeastSquares):
         return np.asarray(objective.X, dtype=np.float64)
     return None
-
-
-def _relative_delta(damping, mean_diag: float, where: str) -> float:
-    if not mean_diag > 0:
-        raise ValueError(f"damping needs a Hessian with positive mean diagonal, got {mean_diag:g} {where}")
-    return damping * mean_diag
 
 
 def _restricted_set(x: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
@@ -278,12 +263,9 @@ def topk_iobs(
     elif shape[-1] % pattern.m:
         raise ValueError(f"pattern {pattern} needs the last axis {shape[-1]} divisible by m")
     _check_iters(max_iter, tol)
-    if damping is not None and not (np.isscalar(damping) and np.isfinite(damping) and damping >= 0):
-        raise ValueError(f"damping must be None or a finite number >= 0, got {damping!r}")
-    if not (np.isscalar(step) and np.isfinite(step) and step > 0):
-        raise ValueError(f"step must be a finite number > 0, got {step!r}")
-    if newton not in _NEWTON:
-        raise ValueError(f"newton must be 'full' or 'restricted', got {newton!r}")
+    check_real(damping, "damping", allow_none=True)
+    check_real(step, "step", positive=True)
+    check_choice(newton, "newton", _NEWTON)
     if newton == "restricted" and (not isinstance(pattern, TopK) or len(shape) != 1):
         raise ValueError(
             "newton='restricted' needs a TopK pattern and a vector variable, got pattern "
@@ -301,7 +283,7 @@ def topk_iobs(
     if X is not None:
         n, p = X.shape
         if damping is not None:
-            delta = _relative_delta(damping, float(np.einsum("ij,ij->", X, X)) / p, "")
+            delta = damping_shift(float(np.einsum("ij,ij->", X, X)) / p, damping)
         if n < p and delta == 0.0:
             raise ValueError(
                 f"the least-squares Hessian X'X is singular (rank <= n={n} < p={p}), a Newton "
@@ -359,7 +341,7 @@ def _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
     hist = History()
     t0 = time.perf_counter()
     hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
-    stop, it = "max_iter", 0
+    stop, status, it = "max_iter", MAX_ITER, 0
     for it in range(1, max_iter + 1):
         g = _gradient(objective, x, shape)
         x_new = pattern.project(newton_point(x, g, it)).astype(dtype, copy=False)
@@ -373,9 +355,9 @@ def _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
             time=time.perf_counter() - t0,
         )
         if res <= tol:
-            stop = "residual <= tol"
+            stop, status = "residual <= tol", SUCCESS
             break
-    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, info={})
+    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, status=status, info={})
 
 
 def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step):
@@ -398,7 +380,7 @@ def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step
             HQQ = H[np.ix_(Q, Q)]
             state["mean_diag"] = float(np.mean(np.diag(H)))
         if damping is not None:
-            delta = _relative_delta(damping, state["mean_diag"], f"at iteration {it}")
+            delta = damping_shift(state["mean_diag"], damping, f"at iteration {it}")
             state["delta"] = delta
             HQQ = HQQ + delta * np.eye(Q.size)
         cf = cholesky_pd(HQQ)
@@ -564,14 +546,13 @@ def iobs(
     shape = _check_objective(objective, vector=True)
     k = _check_k(k, shape[0])
     _check_iters(max_iter, tol)
-    if mask_solver not in ("auto", "enumerate", "bnb"):
-        raise ValueError(f"mask_solver must be 'auto', 'enumerate' or 'bnb', got {mask_solver!r}")
+    check_choice(mask_solver, "mask_solver", ("auto", "enumerate", "bnb"))
     x = _start(objective, shape, x0)
     hist = History(HISTORY_KEYS + ("nodes", "mask_time", "model_increase"))
     t0 = time.perf_counter()
     hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=0.0, time=0.0)
     solvers, nodes_total, mask_time = [], 0, 0.0
-    stop, it = "max_iter", 0
+    stop, status, it = "max_iter", MAX_ITER, 0
     for it in range(1, max_iter + 1):
         g = _gradient(objective, x, shape)
         H = _hessian(objective, x, shape)
@@ -602,13 +583,14 @@ def iobs(
             model_increase=info["value"],
         )
         if res <= tol:
-            stop = "residual <= tol"
+            stop, status = "residual <= tol", SUCCESS
             break
     return SolverResult(
         x=x,
         history=hist.as_dict(),
         nit=it,
         stop_reason=stop,
+        status=status,
         info={"mask_solver": solvers, "nodes_total": nodes_total, "mask_time_total": mask_time},
     )
 
@@ -753,14 +735,8 @@ def stochastic_iobs(
     elif not isinstance(sampler, SampledGradient):
         raise ValueError(f"sampler must be a SampledGradient, got {type(sampler).__name__}")
     n = int(sampler.n_samples)
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or not (
-        1 <= batch_size <= n
-    ):
-        raise ValueError(f"batch_size must be an integer with 1 <= batch_size <= {n}, got {batch_size!r}")
-    if lam is None:
-        lam = float(objective.lipschitz())
-    if not (np.isscalar(lam) and np.isfinite(lam) and lam > 0):
-        raise ValueError(f"lam must be a finite number > 0, got {lam!r}")
+    check_int(batch_size, "batch_size", minimum=1, maximum=n)
+    lam = check_real(float(objective.lipschitz()) if lam is None else lam, "lam", positive=True)
     rng = np.random.default_rng(seed)
     x = _start(objective, shape, x0)
     dtype = x.dtype
@@ -769,7 +745,7 @@ def stochastic_iobs(
     hist = History()
     t0 = time.perf_counter()
     hist.append(objective=objective.value(x), support=np.count_nonzero(x), lam=lam, step=0.0, time=0.0)
-    stop, it = "max_iter", 0
+    stop, status, it = "max_iter", MAX_ITER, 0
     for it in range(1, max_iter + 1):
         idx = rng.choice(n, size=batch_size, replace=False)
         g = np.asarray(sampler.grad(x, idx), dtype=np.float64)
@@ -789,12 +765,13 @@ def stochastic_iobs(
             time=time.perf_counter() - t0,
         )
         if res <= tol:
-            stop = "residual <= tol"
+            stop, status = "residual <= tol", SUCCESS
             break
     return SolverResult(
         x=x,
         history=hist.as_dict(),
         nit=it,
         stop_reason=stop,
+        status=status,
         info={"lam": lam, "batch_size": int(batch_size)},
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import time
 
-from .iht import _KEYS, _Problem, check_refine_steps, count_nonzero, finish, frobenius_norm
+from ..result import MAX_ITER, SUCCESS
+from ..validation import check_int
+from .iht import _KEYS, _Problem, count_nonzero, finish, frobenius_norm
 from .result import History
 
 __all__ = ["maiht"]
@@ -95,7 +97,7 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     >>> NM(2, 4).satisfied(res.x)
     True
     """
-    refine_steps = check_refine_steps(refine_steps)
+    refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
     pb = _Problem(objective, pattern, lam, target_nnz, x0, step, max_iter, tol, mu=mu)
     alpha = pb.step
     xp = pb.xp
@@ -115,7 +117,7 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
     hist.append(objective=pb.penalized(fW, W, lam_k), loss=lW,
                 support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
                 residual=math.nan, time=0.0, accepted=math.nan)
-    stop_reason, nit, n_acc = "max_iter", 0, 0
+    stop_reason, status, nit, n_acc = "max_iter", MAX_ITER, 0, 0
     for k in range(pb.max_iter):
         if pb.mode == "adaptive":
             lam_k = pb.update_lambda(lam_k, W)
@@ -145,7 +147,7 @@ def maiht(objective, *, pattern=None, lam=None, target_nnz=None, x0=None, step=N
                     support=count_nonzero(W), lam=pb.lam_record(lam_k), step=alpha,
                     residual=res, time=time.perf_counter() - t0, accepted=float(accept))
         if res <= pb.tol and (pb.mode != "adaptive" or count_nonzero(W) == pb.target_nnz):
-            stop_reason = "residual <= tol"
+            stop_reason, status = "residual <= tol", SUCCESS
             break
-    return finish(pb, W, hist, t0, nit, stop_reason, refine_steps,
+    return finish(pb, W, hist, t0, nit, stop_reason, status, refine_steps,
                   {"lam_final": lam_k, "n_accepted": n_acc})

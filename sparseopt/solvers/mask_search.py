@@ -29,9 +29,9 @@ from itertools import combinations
 
 import numpy as np
 
-from ..linalg import symmetrize_in_place
-from ..patterns import check_finite
+from ..linalg import cholesky_pd, symmetrize_in_place
 from ..result import Result
+from ..validation import check_choice, check_finite, check_int, check_real
 
 __all__ = ["MaskSearchResult", "best_mask", "support_value"]
 
@@ -81,11 +81,13 @@ class MaskSearchResult(Result):
         return self.nit
 
 
-def _cholesky_pd(H: np.ndarray, name: str) -> np.ndarray:
-    try:
-        return np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        raise ValueError(f"{name} must be positive definite (its Cholesky factorization failed)") from None
+def _cholesky_lower(H: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of a (principal block of the) numerically positive definite H."""
+    cf = cholesky_pd(H)
+    if cf is None:
+        raise ValueError("H must be positive definite (its Cholesky factorization failed or "
+                         "its pivots are round-off sized: numerically singular)")
+    return np.tril(cf[0])
 
 
 def _check_problem(v, H, k):
@@ -96,8 +98,7 @@ def _check_problem(v, H, k):
     d = v.shape[0]
     if H.shape != (d, d):
         raise ValueError(f"H must have shape ({d}, {d}) to match v, got {H.shape}")
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= d:
-        raise ValueError(f"k must be an integer with 0 <= k <= d={d}, got {k!r}")
+    k = check_int(k, "k", minimum=0, maximum=d)
     check_finite(v, "v")
     check_finite(H, "H")
     v64 = v.astype(np.float64)
@@ -134,7 +135,7 @@ def support_value(v, H, mask) -> tuple[np.ndarray, float]:
     theta = np.zeros_like(v)
     if mask.any():
         b = H @ v
-        L = _cholesky_pd(H[np.ix_(mask, mask)], "H")
+        L = _cholesky_lower(H[np.ix_(mask, mask)])
         theta[mask] = _chol_solve(L, b[mask])
     e = theta - v
     return theta, float(max(e @ (H @ e), 0.0))
@@ -216,18 +217,12 @@ def best_mask(
     (array([ True, False,  True]), 0.01)
     """
     v, H, k = _check_problem(v, H, k)
-    if method not in ("auto", "enumerate", "bnb"):
-        raise ValueError(f"method must be 'auto', 'enumerate' or 'bnb', got {method!r}")
-    for name, val in (("enumerate_limit", enumerate_limit), ("max_nodes", max_nodes)):
-        if not isinstance(val, (int, np.integer)) or val < 1:
-            raise ValueError(f"{name} must be a positive integer, got {val!r}")
-    if not (np.isfinite(rtol) and rtol >= 0):
-        raise ValueError(f"rtol must be a finite number >= 0, got {rtol!r}")
+    check_choice(method, "method", ("auto", "enumerate", "bnb"))
+    check_int(enumerate_limit, "enumerate_limit", minimum=1)
+    check_int(max_nodes, "max_nodes", minimum=1)
+    check_real(rtol, "rtol")
     d = v.shape[0]
-    piv = np.abs(np.diag(_cholesky_pd(H, "H")))
-    # round-off sized pivots: numerically singular (principal blocks are no better conditioned)
-    if d and (piv.min() / piv.max()) ** 2 < d * np.finfo(np.float64).eps:
-        raise ValueError("H must be positive definite (it is numerically singular)")
+    _cholesky_lower(H)  # principal blocks of a positive definite H are no worse conditioned
     if method == "auto":
         method = "enumerate" if math.comb(d, k) <= enumerate_limit else "bnb"
     t0 = time.perf_counter()
@@ -288,7 +283,7 @@ def _relax(H, b, A):
     """Minimizer over indices A of (w-v)'H(w-v) up to a constant: theta_A = H_AA^{-1} b_A, the
     quadratic gain b_A' theta_A and the OBS saliencies theta_j^2 / [(H_AA)^{-1}]_jj."""
     HA = H[np.ix_(A, A)]
-    L = _cholesky_pd(HA, "H")
+    L = _cholesky_lower(HA)
     theta = _chol_solve(L, b[A])
     Linv = np.linalg.inv(L)
     diag_inv = np.einsum("ij,ij->j", Linv, Linv)  # diag of (L L')^{-1} = col norms^2 of L^{-1}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
@@ -12,13 +13,14 @@ from numba import njit, prange
 from ..backend import namespace
 from ..linalg import sum_in_order
 from ..regularizers import Regularizer
-from ..validation import check_int, check_real
+from ..validation import check_choice, check_int, check_real
+from ..result import MAX_ITER, SUCCESS
 from .result import SolverResult
 
-__all__ = ["proximal_gradient"]
+__all__ = ["proximal_gradient", "Schedule"]
 
-#: Variables with at least this many entries show progress by default (``verbose=None``).
-VERBOSE_MIN_SIZE = 2**20
+#: Variables with at least this many entries show progress by default (``progress=None``).
+PROGRESS_MIN_SIZE = 2**20
 
 
 #: Fractions of groups in the pattern below which ``beta_start`` and from which
@@ -27,6 +29,60 @@ START_FRACTION = 0.001
 TAIL_FRACTION = 0.98
 
 MOMENTA = (None, "fista")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The lambda schedule and stopping rules of :func:`proximal_gradient` (prox24-kubler
+    Alg. 2: lambda_k = lambda_0 beta^k, stop once x lies in the pattern).
+
+    Attributes
+    ----------
+    lam0 : float
+        lambda_0 > 0. With ``beta = 1`` (the default) lambda is fixed: plain proximal
+        gradient on f + (lam0 / step) R.
+    beta : float, default 1.0
+        Growth factor of lambda per iteration, ``>= 1``.
+    beta_start, beta_tail : float, optional
+        Growth factors while fewer than :data:`START_FRACTION` of the groups lie in the
+        pattern (before the first groups decide, lambda only has to reach the range where
+        they do) and once at least :data:`TAIL_FRACTION` do (the last groups decide late and
+        need a large lambda). Default: ``beta``. They need a pattern.
+    stop_fraction : float, default 1.0
+        Stop also once at least this fraction of the groups lies in the pattern
+        (0 < stop_fraction <= 1; below 1 it needs a pattern); the caller projects the rest.
+    min_iter : int, default 0
+        The pattern tests stop the run only after at least this many iterations: a warm
+        start that already lies in the pattern still takes them.
+    tail_tol : float, default 1e-4
+        For a regularizer whose prox never reaches the pattern exactly (``exact_pattern`` is
+        None, e.g. R2): stop once ||x - P(x)||_F <= tail_tol ||x||_F.
+    """
+
+    lam0: float
+    beta: float = 1.0
+    beta_start: float | None = None
+    beta_tail: float | None = None
+    stop_fraction: float = 1.0
+    min_iter: int = 0
+    tail_tol: float = 1e-4
+
+    def __post_init__(self):
+        check_real(self.lam0, "lam0", positive=True)
+        for name in ("beta", "beta_start", "beta_tail"):
+            value = check_real(getattr(self, name), name, allow_none=name != "beta")
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if not 0 < check_real(self.stop_fraction, "stop_fraction") <= 1:
+            raise ValueError(f"stop_fraction must be in (0, 1], got {self.stop_fraction!r}")
+        check_int(self.min_iter, "min_iter", minimum=0)
+        check_real(self.tail_tol, "tail_tol")
+
+    @property
+    def needs_pattern(self) -> bool:
+        """Whether a rule of this schedule counts groups in a pattern."""
+        return (self.stop_fraction < 1 or self.beta_start is not None
+                or self.beta_tail is not None)
 
 
 @njit(cache=True, parallel=True)
@@ -147,12 +203,10 @@ class _Buffers:
                 self.free.append(a)
 
 
-def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=None,
-                      max_iter=1000, min_iter=0, pattern=None, tail_tol=1e-4, stop_fraction=1.0,
-                      momentum=None, beta_start=None, beta_tail=None, verbose=None,
-                      desc="prox"):
-    """x_{k+1} = prox_{lambda_k R}(y_k - step grad f(y_k)) with lambda_k = lam0 beta^k,
-    y_k = x_k (plain proximal gradient) or the FISTA extrapolation of x_k.
+def proximal_gradient(objective, regularizer, schedule, *, step=None, x0=None, max_iter=1000,
+                      pattern=None, momentum=None, progress=None, desc="prox"):
+    """x_{k+1} = prox_{lambda_k R}(y_k - step grad f(y_k)) with lambda_k of ``schedule``
+    (lam0 beta^k), y_k = x_k (plain proximal gradient) or the FISTA extrapolation of x_k.
 
     Parameters
     ----------
@@ -164,10 +218,8 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         constant factor of R) and ``exact_pattern`` (the N:M pattern its prox reaches
         exactly at finite lambda, or None), e.g. ``RNM``, ``R0``, ``R1``, ``R2``, ``L0``,
         ``L1`` of :mod:`sparseopt.regularizers`.
-    lam0 : float
-        lambda_0 > 0.
-    beta : float, default 1.0
-        Growth factor of the schedule, ``>= 1`` (1: a fixed lambda).
+    schedule : Schedule
+        lambda_0, its growth and the stopping rules (:class:`Schedule`).
     step : float, optional
         Gradient step; default 1 / objective.lipschitz(). 0 makes every iteration a pure prox.
     x0 : array, optional
@@ -177,22 +229,11 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         is the prox of the start itself, without a gradient (one product fewer; the same
         iterate: the step of a zero gradient is the identity).
     max_iter : int, default 1000
-        Iteration cap.
-    min_iter : int, default 0
-        The pattern tests below stop the run only after at least this many iterations
-        (``<= max_iter``): a warm start that already lies in ``pattern`` (a pruned solution)
-        still takes them instead of being returned as it is.
+        Iteration cap (``>= schedule.min_iter``).
     pattern : NM or TopK, optional
-        Stop as soon as x lies in ``pattern``. For a regularizer whose prox never reaches
-        the pattern exactly (``exact_pattern`` is None, e.g. R2), stop also when the part of
-        x outside the pattern is small: ||x - P(x)||_F <= tail_tol ||x||_F.
-    tail_tol : float, default 1e-4
-        See ``pattern``; not used for regularizers with an exact pattern.
-    stop_fraction : float, default 1.0
-        Stop also as soon as at least this fraction of the groups lies in ``pattern``
-        (0 < stop_fraction <= 1; below 1 it needs ``pattern``). The groups left are the
-        caller's to project: the last 1% of the groups of a prox-pruning run took 3-11 more
-        iterations on the MiniLM layers (``sparseopt.layer.prox.SCHEDULES``).
+        Stop as soon as x lies in ``pattern`` (after ``schedule.min_iter`` iterations), or
+        by the schedule's ``stop_fraction`` and ``tail_tol`` rules; the fraction of groups in
+        it also picks the schedule's growth factor.
     momentum : {None, "fista"}, default None
         None: plain proximal gradient, y_k = x_k. ``"fista"``: Nesterov / FISTA
         extrapolation y_k = x_k + (t_{k-1} - 1) / t_k (x_k - x_{k-1}) with
@@ -202,15 +243,7 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
         extra product. With a growing lambda the extrapolation lets the iterate keep up
         with the moving minimiser of f + (lambda_k / step) R in fewer iterations
         (``benchmarks/prox_schedule.py``).
-    beta_start : float, optional
-        Growth factor while fewer than :data:`START_FRACTION` of the groups lie in
-        ``pattern`` (before the first groups decide, lambda only has to reach the range
-        where they do). Default: ``beta``. Needs ``pattern``.
-    beta_tail : float, optional
-        Growth factor once at least :data:`TAIL_FRACTION` of the groups lie in ``pattern``
-        (the last groups decide late and need a large lambda; their weights are small).
-        Default: ``beta``. Needs ``pattern``.
-    verbose : bool, optional
+    progress : bool, optional
         tqdm progress bar; default on for variables with at least 2^20 entries.
     desc : str
         Label of the progress bar.
@@ -245,32 +278,19 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     ----------
     Kübler et al., "A Proximal Operator for Inducing 2:4-Sparsity", Alg. 2, App. C.
     """
-    lam0 = check_real(lam0, "lam0", positive=True)
-    beta = check_real(beta, "beta")
-    if beta < 1:
-        raise ValueError(f"beta must be >= 1, got {beta!r}")
+    if not isinstance(schedule, Schedule):
+        raise ValueError(f"schedule must be a sparseopt.solvers.Schedule, got {schedule!r}")
     max_iter = check_int(max_iter, "max_iter", minimum=0)
-    min_iter = check_int(min_iter, "min_iter", minimum=0)
+    lam0, beta, min_iter = schedule.lam0, schedule.beta, schedule.min_iter
+    stop_fraction, tail_tol = schedule.stop_fraction, schedule.tail_tol
     if min_iter > max_iter:
         raise ValueError(f"min_iter must be <= max_iter = {max_iter}, got {min_iter}")
-    tail_tol = check_real(tail_tol, "tail_tol")
-    stop_fraction = check_real(stop_fraction, "stop_fraction", positive=True)
-    if stop_fraction > 1:
-        raise ValueError(f"stop_fraction must be in (0, 1], got {stop_fraction!r}")
-    if stop_fraction < 1 and pattern is None:
-        raise ValueError("stop_fraction < 1 needs a pattern (it is a fraction of groups in "
-                         "the pattern)")
-    if momentum not in MOMENTA:
-        raise ValueError(f"momentum must be one of {MOMENTA}, got {momentum!r}")
-    growth = {}
-    for name, value in (("beta_start", beta_start), ("beta_tail", beta_tail)):
-        growth[name] = beta if value is None else check_real(value, name)
-        if growth[name] < 1:
-            raise ValueError(f"{name} must be >= 1, got {value!r}")
-        if value is not None and pattern is None:
-            raise ValueError(f"{name} needs a pattern (it depends on the fraction of groups "
-                             "in the pattern)")
-    beta_start, beta_tail = growth["beta_start"], growth["beta_tail"]
+    if schedule.needs_pattern and pattern is None:
+        raise ValueError("a schedule with stop_fraction < 1, beta_start or beta_tail needs a "
+                         "pattern (they count the groups in it)")
+    check_choice(momentum, "momentum", MOMENTA)
+    beta_start = beta if schedule.beta_start is None else schedule.beta_start
+    beta_tail = beta if schedule.beta_tail is None else schedule.beta_tail
     if step is None:
         L = float(objective.lipschitz())
         step = 1.0 / L if L > 0 else 0.0
@@ -302,9 +322,9 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     lam = lam0
     k = 0
     bar = None
-    if verbose is None:
-        verbose = int(np.prod(x.shape)) >= VERBOSE_MIN_SIZE
-    if verbose:
+    if progress is None:
+        progress = int(np.prod(x.shape)) >= PROGRESS_MIN_SIZE
+    if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iter, desc=desc, unit="it")
@@ -372,4 +392,5 @@ def proximal_gradient(objective, regularizer, *, lam0, beta=1.0, step=None, x0=N
     info = {"lam0": lam0, "beta": beta, "beta_start": beta_start, "beta_tail": beta_tail,
             "lam_final": hist["lam"][-1] if k else lam0, "step": step, "momentum": momentum,
             "restarts": restarts, "stop_fraction": stop_fraction}
-    return SolverResult(x=x, history=history, nit=k, stop_reason=stop or "max_iter", info=info)
+    return SolverResult(x=x, history=history, nit=k, stop_reason=stop or "max_iter",
+                        status=SUCCESS if stop else MAX_ITER, info=info)

@@ -4,6 +4,7 @@ runs and figure."""
 
 import json
 import os
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -126,7 +127,7 @@ def test_prox_paper_variant_runs_the_paper_schedule(tmp_path):
     assert paper.method == fast.method == "prox"
     for rec, name in ((paper, "paper"), (fast, "fast")):  # the variant's options arrived
         assert rec.info["schedule"] == name
-        schedule = SCHEDULES[name]
+        schedule = asdict(SCHEDULES[name])
         for key in ("momentum", "beta_start", "beta_tail", "stop_fraction"):
             if schedule[key] is not None:
                 assert rec.info[key] == schedule[key], key
@@ -157,6 +158,6 @@ def test_full_demo_runs_the_paper_schedule_beside_the_default():
     assert "prox" in runs and "prox-paper" in runs
     assert set(all_methods()) <= set(runs)
     assert VARIANTS["prox-paper"] == ("prox", {"schedule": "paper"})
-    assert SCHEDULES["paper"]["beta"] == 1.01
+    assert SCHEDULES["paper"].beta == 1.01
     assert set(all_runs()) - set(runs) == {"prox-sparsegpt", "prox-noclip", "prox-R0",
                                            "prox-R1", "prox-R2"}

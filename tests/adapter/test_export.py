@@ -247,7 +247,7 @@ def test_save_packed_subset_and_conv1d(tmp_path):
                                n_head=2)).eval()
     prune_model_24(gpt, r"\.mlp\.")  # only the MLP is 2:4; attention stays dense
     path = tmp_path / "gpt.safetensors"
-    sizes = save_packed(gpt, path, modules=r"\.mlp\.", verbose=False)
+    sizes = save_packed(gpt, path, modules=r"\.mlp\.", progress=False)
     assert sizes["n_weights"] == 4 and sizes["ratio"] == 0.53125
     with safe_open(path, framework="pt") as f:
         meta = json.loads(f.metadata()["sparseopt_packed_24"])
@@ -284,7 +284,7 @@ def test_save_packed_non_24_writes_nothing(tmp_path):
 def test_load_packed_rejects_foreign_and_corrupted_files(tmp_path):
     model = prune_model_24(make_tiny_bert())
     good = tmp_path / "good.safetensors"
-    save_packed(model, good, verbose=False)
+    save_packed(model, good, progress=False)
     raw = good.read_bytes()
     with safe_open(good, framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}

@@ -241,7 +241,7 @@ def _run(path, fn, *args, **kwargs):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(), dict(rescale=False, lam0=0.05), dict(lam_tilde=0.02, beta=1.05)],
+    [dict(), dict(rescale=False, lam0=0.05), dict(lam_tilde=0.02, schedule="paper")],
 )
 def test_prox_prune_on_tensors_matches_numpy(path, dtype, kwargs):
     W, H = _layer(8, 32, dtype, seed=1, dead=(5,))
@@ -390,7 +390,7 @@ def test_every_registered_method_is_covered():
         (dict(W=torch.ones((4, 6)), H=torch.eye(6)), "d_in divisible by m"),
         (dict(W=torch.ones((4, 8)), H=torch.eye(4)), "H has shape"),
         (dict(W=torch.ones((4, 8)), H=-torch.eye(8)), "not positive semidef"),
-        (dict(W=torch.ones((4, 8)), H=torch.eye(8), beta=1.0), "beta must"),
+        (dict(W=torch.ones((4, 8)), H=torch.eye(8), schedule="slow"), "schedule must"),
         (dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=0.1, lam_tilde=0.1),
          "either lam0 or lam_tilde"),
         (dict(W=torch.ones((4, 8)), H=torch.eye(8), lam0=-1.0), "lam0 must"),

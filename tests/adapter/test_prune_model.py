@@ -26,7 +26,7 @@ def _is_24(W):
 def test_every_method_gives_24_layers_and_consistent_records(method):
     model = make_tiny_bert()
     batches = make_tiny_batches()
-    opts = {"prox": {"max_iter": 200}, "maiht": {"iters": 10, "refine_iters": 5}}.get(method, {})
+    opts = {"prox": {"max_iter": 200}, "maiht": {"iters": 10, "support_steps": 5}}.get(method, {})
     res = prune_model(model, batches, method=method, refine_steps=20, options=opts,
                       progress=False)
     layers = find_layers(model)

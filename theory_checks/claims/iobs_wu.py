@@ -67,7 +67,7 @@ CLAIMS: list[Claim] = [
           test="tests/test_layer_maiht_iobs.py::test_iobs_rounds_improve_on_sparsegpt_and_report_best_round",
           outcome="PARTIAL",
           finding="the layer version (sparseopt.layer.iobs): one layer with fixed inputs, line 9 as "
-                  "gd_steps gradient steps on the local loss with eta = 1 / (2 gamma_max(H)), and the "
+                  "round_steps gradient steps on the local loss with eta = 1 / (2 gamma_max(H)), and the "
                   "sparse round of least local loss is returned (the last iterate is dense); the "
                   "tests check one round = SparseGPT, no steps = a repeat, later rounds improve."),
     Claim("iobs-eq10", PAPER, "Proof of Theorem 1, eq. (10)",
