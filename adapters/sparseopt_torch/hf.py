@@ -63,8 +63,8 @@ VARIANTS = {
 #: scripts (amazon-science/ProxSparse, ``end-to-end/main.py``, ``script/learn_mask_*.sh``);
 #: ``--proxsparse-steps/-lam1/-lam2/-lr`` replace them, the ``minilm`` preset has its own.
 #: - steps None: one pass over the calibration batches (the authors train one epoch,
-#:   ``num_train_epochs=1``, on 400 C4 samples of 4096 tokens at batch size 1: 400 steps); the
-#:   one setting the paper scales, with the calibration set;
+#:   ``num_train_epochs=1``, on 400 C4 samples of 4096 tokens at batch size 1: 400 steps), so
+#:   the steps scale with the calibration set as theirs do; the paper scales nothing else;
 #: - lam1 0.25: Table 8's Llama-2-7b (the Llama architecture; the table spans 0.2 (Qwen-2.5-14b)
 #:   to 25 (Mistral-v0.3-7b), Table 4's optima lie in 0.25 - 1 for the models it shows);
 #: - lam2 0: Table 8 for every model but Llama-2-13b (0.25); Table 5: a broad plateau from 0;
