@@ -39,9 +39,9 @@ from .prune import PruneSettings, prune_model
 from .rundir import (EXPERIMENT_FILE, check_experiment, fingerprint, fingerprint_weights,
                      load_pruned, read_experiment, write_json, write_text)
 
-__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model", "evaluate_models",
-           "calibration_batches", "held_out", "prune_folder", "evaluate_folder",
-           "parse_pattern", "EXPERIMENT_FILE"]
+__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "MINILM_PROXSPARSE",
+           "resolve_model", "evaluate_models", "calibration_batches", "held_out",
+           "prune_folder", "evaluate_folder", "parse_pattern", "EXPERIMENT_FILE"]
 
 #: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
 #: pruner with the paper's schedule (prox24-kubler Alg. 2 as published, beta 1.01; the
@@ -348,7 +348,8 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
     from .prune import _select_layers
     from .proxsparse import embedding_distance_loss, next_token_loss, proxsparse
 
-    kwargs = {**kwargs, "steps": kwargs.get("steps") or len(batches)}
+    if kwargs.get("steps") is None:  # the authors' one epoch
+        kwargs = {**kwargs, "steps": len(batches)}
     if is_causal_lm(model.config):
         target, loss = model, next_token_loss
         prefix, _ = find_blocks(model, settings.blocks)
@@ -427,7 +428,7 @@ def _save_learned(run, record, masks, learned):
     atomic_write(os.path.join(run, PROXSPARSE_MASKS),
                  lambda p: save_file({n: m.contiguous() for n, m in masks.items()}, p))
     info = {k: v for k, v in learned.info.items() if isinstance(v, (int, float, str, bool))}
-    hist = {k: [float(x) for x in learned.history[k]]
+    hist = {k: [(int if k == "step" else float)(x) for x in learned.history[k]]
             for k in ("step", "loss", "objective", "frac_24")}
     settings = {k: v for k, v in record.items() if not k.endswith("_sha256")}
     write_json(os.path.join(run, PROXSPARSE_RECORD),
