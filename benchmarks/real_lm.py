@@ -5,6 +5,7 @@ Usage::
     python benchmarks/real_lm.py                                  # magnitude wanda sparsegpt prox
     python benchmarks/real_lm.py --methods sparsegpt prox --n-calib 16
     python benchmarks/real_lm.py --quick                          # 2 methods, 8 x 128 tokens
+    python benchmarks/real_lm.py --methods sparsegpt prox proxsparse  # proxsparse: its defaults
 
 The model is SmolLM2-135M-Instruct (Llama architecture, 30 blocks, hidden 576, grouped-query
 attention 9/3 heads, tied embeddings), shipped as a Q4_1 GGUF file by the PyPI wheel
@@ -148,6 +149,9 @@ def main(argv=None):
             if r["run"] == "dense" and seq:
                 continue
             whole, rss = costs.get((method, seq), (None, None))
+            if method == "proxsparse":  # its run times the masks; the training is apart
+                with open(os.path.join(run_out, "proxsparse", "proxsparse.json")) as fh:
+                    r = {**r, "time": (r.get("time") or 0) + json.load(fh)["info"]["time"]}
             rows.append((r["run"] + (" (sequential)" if seq else ""), r, whole, rss))
     lines = [f"SmolLM2-135M-Instruct (dequantized Q4_1), 2:4; calibration {args.n_calib} x "
              f"{args.seq_len} tokens of lee_background.cor; evaluation on "

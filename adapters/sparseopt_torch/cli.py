@@ -46,8 +46,11 @@ def add_prune(subparsers) -> None:
                         extra={
         **{name: f"{method} with {opts}" for name, (method, opts) in VARIANTS.items()},
         "proxsparse": "learn the 2:4 masks end to end, keep the dense weights on them "
-                      "(proxsparse-liu Alg. 1; a causal LM or a sentence-transformers "
-                      "folder; the whole model stays in memory: not with --offload)",
+                      "(proxsparse-liu Alg. 1 with AdamW: a causal LM's next-token loss on "
+                      "the calibration sequences, or a sentence-transformers folder's "
+                      "embedding distance to the dense model; resumable). The whole model, "
+                      "the gradients and AdamW's two moments of the pruned weights stay in "
+                      "memory (on --device): not with --offload, --workers or --scheduler",
         "all": "every layer method and variant above"})
     prune.add_argument("--pattern", default="2:4", help="N:M pattern along the inputs")
     prune.add_argument("--calibration", default=None,
@@ -88,11 +91,18 @@ def add_prune(subparsers) -> None:
                        help="the methods' default (paper) options instead of a preset's "
                             "shorter ones (minilm: mAIHT and I-OBS); prox's paper schedule is "
                             "--method prox-paper")
-    for name, help_ in (("steps", "AdamW steps"), ("lam1", "lambda_1 of the 2:4 regularizer"),
-                        ("lam2", "lambda_2 of Reg_W0"), ("lr", "learning rate")):
+    minilm = PRESETS["minilm"]["proxsparse"]
+    for name, help_, default in (
+            ("steps", "AdamW steps", "one pass over the calibration batches, the authors' "
+                                     "one epoch"),
+            ("lam1", "lambda_1 of the 2:4 regularizer", f"{PROXSPARSE['lam1']}, "
+                                                        "proxsparse-liu Table 8, Llama-2-7b"),
+            ("lam2", "lambda_2 of Reg_W0", f"{PROXSPARSE['lam2']}, proxsparse-liu Table 8"),
+            ("lr", "peak learning rate of AdamW (warm-up 0.1, then linear decay)",
+             f"{PROXSPARSE['lr']}, proxsparse-liu Table 8")):
         prune.add_argument(f"--proxsparse-{name}", type=int if name == "steps" else float,
-                           default=None, help=f"proxsparse: {help_} (default "
-                                              f"{PROXSPARSE[name]})")
+                           default=None, help=f"proxsparse: {help_} (default {default}; "
+                                              f"minilm: {minilm[name]})")
     prune.set_defaults(handler=run_prune)
 
 
@@ -191,11 +201,14 @@ def run_prune(args) -> int:
 
 
 def _run_prune(args):
-    from .hf import Experiment, parse_pattern, prune_folder, resolve_model
+    from .hf import Experiment, _check_proxsparse, parse_pattern, prune_folder, resolve_model
     from .prune import PruneSettings
 
     for name in ("n_calib", "seq_len", "batch_size", "workers", "proxsparse_steps"):
         _positive("prune", name.replace("_", "-"), getattr(args, name))
+    if "proxsparse" in (args.method or ()):  # before a .gguf file is materialized
+        _check_proxsparse(parse_pattern(args.pattern), args.offload,
+                          args.workers is not None or args.scheduler is not None)
     folder, preset = resolve_model(_gguf_folder(args.model, os.path.join(args.out,
                                                                          "dense-model")))
     preset = preset or {}
@@ -210,11 +223,9 @@ def _run_prune(args):
                              sequential=args.sequential, modules=args.layers,
                              blocks=args.blocks, device=args.device)
     runs = _chosen_runs(args, preset)
-    proxsparse = {k: getattr(args, f"proxsparse_{k}") for k in ("steps", "lam1", "lam2", "lr")
-                  if getattr(args, f"proxsparse_{k}") is not None}
-    if "proxsparse" in runs and args.offload:
-        _fail("prune", "--method proxsparse trains the whole model in memory: it cannot run "
-                       "with --offload")
+    proxsparse = {**preset.get("proxsparse", {}),
+                  **{k: getattr(args, f"proxsparse_{k}") for k in ("steps", "lam1", "lam2", "lr")
+                     if getattr(args, f"proxsparse_{k}") is not None}}
     options = {} if args.paper_settings else preset.get("options", {})
     executor_context = _executor(args)
     try:  # entering connects to the scheduler or starts the local cluster

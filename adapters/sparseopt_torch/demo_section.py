@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from .experiment import all_runs, per_layer_rows, plot_per_layer
-from .hf import DEMO_OPTIONS, PROXSPARSE, Experiment, prune_folder, resolve_model
+from .experiment import DEMO_PROXSPARSE, all_runs, per_layer_rows, plot_per_layer
+from .hf import DEMO_OPTIONS, Experiment, prune_folder, resolve_model
 from .prune import PruneSettings
 
 QUICK_METHODS = ("magnitude", "wanda", "prox")
@@ -41,7 +41,7 @@ def demo_runs() -> tuple:
 
 
 QUICK_OPTIONS = {"prox": {"max_iter": 20}}
-QUICK_PROXSPARSE = {**PROXSPARSE, "steps": 3}
+QUICK_PROXSPARSE = {**DEMO_PROXSPARSE, "steps": 3}
 
 
 def section(out_dir, quick=False) -> str:
@@ -57,7 +57,7 @@ def section(out_dir, quick=False) -> str:
         methods, options, e2e = QUICK_METHODS, QUICK_OPTIONS, QUICK_PROXSPARSE
     else:
         settings = PruneSettings(refine_steps=preset["refine_steps"])
-        methods, options, e2e = demo_runs(), DEMO_OPTIONS, PROXSPARSE
+        methods, options, e2e = demo_runs(), DEMO_OPTIONS, DEMO_PROXSPARSE
     prune_folder(experiment, run, [*methods, "proxsparse"], settings, options=options,
                  proxsparse=e2e)
     evaluate_folder(run)

@@ -247,6 +247,16 @@ def _logits(model, name: str, inputs: dict) -> torch.Tensor:
     return logits
 
 
+def _token_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-log softmax(logits)[target] at each position (logits (..., vocab), int64 targets
+    (...)), in the logits' dtype but at least float32; ValueError on non-finite logits. Used
+    by :func:`perplexity` and ProxSparse's next-token loss (one definition of the NLL)."""
+    x = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    if not torch.isfinite(x).all():
+        raise ValueError("the model produced non-finite logits")
+    return torch.logsumexp(x, dim=-1) - x.gather(-1, targets[..., None])[..., 0]
+
+
 def _windows(n_tokens: int, seq_len: int, stride: int) -> list:
     """(begin, end, first_scored) of the sliding windows over a stream of n_tokens tokens.
 
@@ -378,12 +388,8 @@ def perplexity(model, ids, *, seq_len, stride=None, batch_size=1, progress=False
                 for row, (b, e, first) in enumerate(batch):
                     # Position j predicts token j + 1: the scored tokens first..e-1 are
                     # predicted by positions first-1..e-2 of the window.
-                    x = logits[row, first - 1 - b:e - 1 - b]
-                    x = x.to(torch.promote_types(x.dtype, torch.float32))
-                    if not torch.isfinite(x).all():
-                        raise ValueError("the model produced non-finite logits")
-                    target = inputs[row, first - b:e - b]
-                    nll = torch.logsumexp(x, dim=-1) - x.gather(-1, target[:, None])[:, 0]
+                    nll = _token_nll(logits[row, first - 1 - b:e - 1 - b],
+                                     inputs[row, first - b:e - b])
                     total += float(nll.to("cpu", torch.float64).sum())
                     n_scored += e - first
     finally:

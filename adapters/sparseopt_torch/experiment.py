@@ -15,13 +15,13 @@ import numpy as np
 
 from sparseopt.layer import methods as layer_methods
 
-from .hf import DEMO_OPTIONS, PROXSPARSE, VARIANTS
+from .hf import DEMO_OPTIONS, MINILM_PROXSPARSE, VARIANTS
 
 __all__ = ["all_methods", "all_runs", "per_layer_rows", "plot_per_layer", "VARIANTS",
            "DEMO_OPTIONS", "DEMO_PROXSPARSE"]
 
 #: ProxSparse's settings of the demo (proxsparse-liu Alg. 1).
-DEMO_PROXSPARSE = PROXSPARSE
+DEMO_PROXSPARSE = MINILM_PROXSPARSE
 
 
 def all_methods() -> tuple:

