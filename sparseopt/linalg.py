@@ -31,13 +31,12 @@ __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "
 DENSE_EIG_MAX = 1024
 #: :func:`top_eigenpairs` of a dense H computes all pairs (LAPACK ``evd``) and keeps the
 #: largest ``k`` when ``FULL_EIG_SHARE * k >= d``: from about d / 6 pairs on that is faster
-#: than the subset solve (``evr``) at d = 128-1024 (2 cores, 2026-11-27).
+#: than the subset solve (``evr``) at d = 128-1024 (``docs/benchmarks.md``).
 FULL_EIG_SHARE = 6
 #: Dense LAPACK solves (eigenvalues, Cholesky factors) of matrices up to this size run on one
 #: BLAS thread (:func:`small_lapack`): below it a second thread costs more in start-up and
-#: synchronisation than it gains (2 cores, OpenBLAS, 2026-11-27: at d = 384 the full
-#: ``evd`` 15.4 -> 10.9 ms, lambda_max 7.4 -> 3.5 ms, the Cholesky test 2.2 -> 0.9 ms; at
-#: d = 768 even, at 1024 and above slower).
+#: synchronisation than it gains (measured with OpenBLAS on 2 cores: even at d = 768,
+#: slower above; ``benchmarks/mechanisms.py``, ``docs/benchmarks.md``).
 ONE_THREAD_LAPACK_MAX = 512
 
 def small_lapack(d: int):
@@ -76,8 +75,8 @@ def top_eigenpairs(H, k: int, *, precision="float64"):
     on an accelerator. ``precision`` ("float64" or "float32"): the precision the solver
     computes in, from H rounded to it; the pairs are returned in float64 either way
     ("float32": eigenvalues and orthonormality to ~d float32 epsilons, for the clipped steps
-    of float32 weights, which round the clipped Hessian to float32 anyway; at d = 384 the
-    ``evd`` takes 6.9 ms instead of 10.9, at 1536 Lanczos 142 ms instead of 202). Raises
+    of float32 weights, which round the clipped Hessian to float32 anyway, and for about
+    two thirds of the time of a float64 solve). Raises
     ValueError for an ``H`` that is not a finite square matrix, a ``k`` outside [1, d] and
     another ``precision``.
     """
@@ -117,7 +116,7 @@ def _largest_eigen(H, k: int, *, vectors: bool, precision="float64"):
     Hp = np.asarray(as_numpy(H), dtype=precision)
     if vectors and FULL_EIG_SHARE * k >= d and d <= DENSE_EIG_MAX:
         # many pairs: the divide-and-conquer solve of all of them is the faster LAPACK
-        # route (d = 384, k = 97, one BLAS thread: 11 ms against 16 ms for the subset)
+        # route (FULL_EIG_SHARE)
         with small_lapack(d):
             w, V = scipy.linalg.eigh(Hp, driver="evd")
         return (w[d - k:].astype(np.float64, copy=False),
@@ -253,8 +252,8 @@ def _symmetry_pass(H, maxima):
     threads: both symmetry tests in one pass over H, the exact one of :func:`is_symmetric`
     and the tolerance of ``sparseopt.objectives._check_symmetric``. Twins:
     ``np.count_nonzero(np.tril(H != H.T))``, ``np.max(np.abs(H))`` and
-    ``np.max(np.abs(H - H.T))``, which read H.T by columns across the whole matrix (16 ms
-    at d = 1536 against about 1 ms here). The maxima are 0 for an empty H and meaningless
+    ``np.max(np.abs(H - H.T))``, which read H.T by columns across the whole matrix (an
+    order of magnitude slower at d = 1536). The maxima are 0 for an empty H and meaningless
     where H holds NaN (the callers test finiteness first)."""
     d = H.shape[0]
     nt = (d + _SYM_TILE - 1) // _SYM_TILE

@@ -77,9 +77,8 @@ def _check_symmetric(H, name: str) -> None:
     max(10 d eps, 1e-10) max|H|, the relative level of
     :func:`sparseopt.validation.psd_tolerance` (eps of H's dtype). H is finite (checked
     before). For NumPy arrays both maxima come from one tiled Numba pass
-    (:func:`sparseopt.linalg._symmetry_pass`; float32, d = 384 / 1536 / 4096: 0.23 / 23 / 140
-    ms by blocks -> 0.11 / 2.0 / 23 ms); its twin, used for tensors, reads them by blocks of
-    rows."""
+    (:func:`sparseopt.linalg._symmetry_pass`, which reads H by tiles instead of H' by
+    columns); its twin, used for tensors, reads them by blocks of rows."""
     if H.ndim != 2 or H.shape[0] != H.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {tuple(H.shape)}")
     d = H.shape[0]
@@ -155,8 +154,8 @@ def _fused_loss_pass(DX, D, G, Y, step, descend):
 def _difference_rows(W, W_star, out):
     """out = W - W* on 2-D arrays of one dtype, rows split over the Numba threads; twin:
     ``np.subtract(W, W_star, out=out)``, the same bits (one IEEE subtraction per entry).
-    NumPy's ufunc runs on one core, which does not saturate the memory bus: at 4096 x 4096
-    in float32 it took 11.7 ms against 5.3 ms here (issue 12)."""
+    NumPy's ufunc runs on one core, which does not saturate the memory bus
+    (``docs/benchmarks.md``)."""
     for i in prange(W.shape[0]):
         for j in range(W.shape[1]):
             out[i, j] = W[i, j] - W_star[i, j]

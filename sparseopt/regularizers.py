@@ -35,7 +35,11 @@ from .patterns import NM, group_rank
 from .validation import check_choice, check_float_array, check_nm, check_out, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
-           "Regularizer", "RNM", "L0", "L1", "R0", "R1", "R2"]
+           "Regularizer", "RNM", "L0", "L1", "R0", "R1", "R2", "REGULARIZERS"]
+
+#: The regularizers by name (``prune(..., method="prox", regularizer=NAME)``): every subclass
+#: of :class:`Regularizer` that sets ``name`` enters itself here when it is defined.
+REGULARIZERS: dict = {}
 
 
 def _as_array(x):
@@ -200,6 +204,22 @@ class Regularizer:
     exact_pattern = None
     #: p with R(c w) = |c|^p R(w) for every real c (R is positively homogeneous of degree p).
     degree: int
+    #: The name in :data:`REGULARIZERS` (None: not registered).
+    name = None
+    #: Also a run of its own of the torch adapter, ``sparseopt prune --method prox-NAME``
+    #: (the App. C rows of prox24-kubler Table 2).
+    variant = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            REGULARIZERS[cls.name] = cls
+
+    @classmethod
+    def for_pattern(cls, pattern, *, prox_method="alm", prox_tol=None):
+        """The regularizer of a pruning run to ``pattern`` (``prox_method`` and ``prox_tol``
+        reach the solver of an exact prox; an entrywise penalty ignores all three)."""
+        return cls()
 
     def __init__(self, lam=1.0):
         self.lam = lam
@@ -279,6 +299,8 @@ class L0(Regularizer):
     array([ 0. , -1.1,  2. ])
     """
 
+    name = "l0"
+
     _nondifferentiable = "piecewise constant, jumps at 0"
     degree = 0
 
@@ -312,6 +334,8 @@ class L1(Regularizer):
     >>> L1(0.5).prox(np.array([0.25, -1.5, 2.0]), 1.0)
     array([ 0. , -1. ,  1.5])
     """
+
+    name = "l1"
 
     _nondifferentiable = "|x_i| at 0"
     degree = 1
@@ -365,6 +389,12 @@ class RNM(Regularizer):
     >>> P(np.array([1.0, 1.0, 1.0, 0.0]))     # 5 * |w1 w2 w3|
     5.0
     """
+
+    name = "rnm"
+
+    @classmethod
+    def for_pattern(cls, pattern, *, prox_method="alm", prox_tol=None):
+        return cls(pattern=pattern, method=prox_method, tol=prox_tol)
 
     def __init__(self, lam=1.0, *, pattern=NM(2, 4), method="alm", tol=None):
         super().__init__(lam)
@@ -462,6 +492,10 @@ class _TailRegularizer(Regularizer):
         super().__init__(lam)
         self.pattern = _check_pattern(pattern)
 
+    @classmethod
+    def for_pattern(cls, pattern, *, prox_method="alm", prox_tol=None):
+        return cls(pattern=pattern)
+
     @property
     def exact_pattern(self):
         return self.pattern
@@ -523,6 +557,9 @@ class R0(_TailRegularizer):
     2.0
     """
 
+    name = "R0"
+    variant = True
+
     _nondifferentiable = "piecewise constant"
     degree = 0
     _kind = 0
@@ -560,6 +597,9 @@ class R1(_TailRegularizer):
     >>> R1(0.5).prox(np.array([2.0, 1.5, 1.2, -0.4]), 1.0)
     array([2. , 1.5, 0.7, 0. ])
     """
+
+    name = "R1"
+    variant = True
 
     _nondifferentiable = "|w_i| at 0, and where the sorted order of |w| changes"
     degree = 1
@@ -605,6 +645,9 @@ class R2(_TailRegularizer):
     >>> R2(0.5).prox(np.array([2.0, 1.5, 1.2, 0.3]), 1.0)
     array([2. , 1.5, 0.8, 0.2])
     """
+
+    name = "R2"
+    variant = True
 
     degree = 2
     _kind = 2

@@ -299,3 +299,32 @@ def test_rnm_prox_tests_its_input_once(monkeypatch, pattern):
         with pytest.raises(ValueError, match="x contains NaN"):
             reg.prox(bad, 1.3, out=out)
         assert np.all(out == 7.0)
+
+
+def test_a_regularizer_class_with_a_name_is_a_prox_option():
+    """The registry: a subclass that sets ``name`` is ``prune(..., regularizer=NAME)`` at
+    once, built by ``for_pattern``; the prune runs its prox (here: R1 under another name,
+    so the pruned weights must be R1's bit for bit); a class without a name is not entered."""
+    from sparseopt import prune
+    from sparseopt.regularizers import REGULARIZERS
+
+    assert set(REGULARIZERS) == {"rnm", "R0", "R1", "R2", "l0", "l1"}
+    assert REGULARIZERS["rnm"] is RNM and REGULARIZERS["R1"] is R1
+
+    class Unnamed(R1):
+        pass
+
+    class Soft(R1):
+        name = "soft-test"
+
+    try:
+        assert "soft-test" in REGULARIZERS and Unnamed not in REGULARIZERS.values()
+        rng = np.random.default_rng(0)
+        X, W = rng.standard_normal((16, 64)), rng.standard_normal((4, 16))
+        H = X @ X.T / 64
+        mine = prune(W, H, method="prox", regularizer="soft-test")
+        ref = prune(W, H, method="prox", regularizer="R1")
+        np.testing.assert_array_equal(mine.W, ref.W)
+        assert mine.info["regularizer"] == "soft-test"
+    finally:
+        del REGULARIZERS["soft-test"]

@@ -29,6 +29,7 @@ import torch
 
 from sparseopt.layer import methods as layer_methods
 from sparseopt.layer.prox import SCHEDULES
+from sparseopt.regularizers import REGULARIZERS
 from sparseopt.patterns import NM
 
 from .data import (docstring_sentences, read_documents, sample_sequences, sequence_batches,
@@ -54,9 +55,8 @@ VARIANTS = {
     "prox-paper": ("prox", {"schedule": "paper"}),
     "prox-sparsegpt": ("prox", {"start": "sparsegpt"}),
     "prox-noclip": ("prox", {"schedule": replace(SCHEDULES["fast"], clip=0)}),
-    "prox-R0": ("prox", {"regularizer": "R0"}),
-    "prox-R1": ("prox", {"regularizer": "R1"}),
-    "prox-R2": ("prox", {"regularizer": "R2"}),
+    **{f"prox-{name}": ("prox", {"regularizer": name})
+       for name, cls in REGULARIZERS.items() if cls.variant},
 }
 
 #: ProxSparse's defaults (keyword arguments of :func:`~sparseopt_torch.proxsparse.proxsparse`):
