@@ -127,13 +127,23 @@ def main(argv=None):
     calib, held_out = text_files(args.cache, args.texts)
     tag = f"n{args.n_calib}-L{args.seq_len}-gd{args.refine_steps}-{args.device or 'cpu'}"
     out = os.path.join(args.cache, "runs", tag)
+    # a finished prune's whole time and peak memory, kept so that a rerun that reuses the
+    # run reports the figures of the run that did the work (not of the rerun's check)
+    costs_file = os.path.join(args.cache, "runs", f"costs-{tag}.json")
+    saved_costs = json.load(open(costs_file)) if os.path.exists(costs_file) else {}
     costs = {}
     jobs = [(m, False) for m in args.methods] + [(m, True) for m in args.sequential]
     for method, sequential in jobs:
         run_out = out + ("-sequential" if sequential else "")
         label = method + (" (sequential)" if sequential else "")
-        print(f"[real_lm] prune {label}", flush=True)
-        costs[(method, sequential)] = prune(model, run_out, method, calib, args, sequential)
+        if label not in saved_costs:
+            print(f"[real_lm] prune {label}", flush=True)
+            saved_costs[label] = prune(model, run_out, method, calib, args, sequential)
+            with open(costs_file + ".tmp", "w") as fh:
+                json.dump(saved_costs, fh, indent=1)
+            os.replace(costs_file + ".tmp", costs_file)
+        # None: a run made before the figures were kept (its whole time is not known)
+        costs[(method, sequential)] = tuple(saved_costs[label] or (None, None))
     rows = []
     for seq in sorted({s for _, s in jobs}):
         run_out = out + ("-sequential" if seq else "")
@@ -168,6 +178,14 @@ def main(argv=None):
     print(table)
     with open(os.path.join(args.cache, f"real_lm-{tag}.md"), "w") as fh:
         fh.write(table)
+    with open(os.path.join(args.cache, f"real_lm-{tag}.json"), "w") as fh:
+        json.dump({"settings": {"n_calib": args.n_calib, "seq_len": args.seq_len,
+                                "refine_steps": args.refine_steps, "device": args.device},
+                   "evaluation": evaluation,
+                   "rows": [{"run": label, "perplexity": r["perplexity"], "kl": r["kl"],
+                             "method_time": r.get("time"), "whole_time": whole,
+                             "peak_rss_gib": rss} for label, r, whole, rss in rows]},
+                  fh, indent=1)
     return 0
 
 

@@ -115,9 +115,12 @@ def _prop7(torch, proxsparse, reg_w0, prox_nm, seed, steps, lam1=4.0, lam2=0.05,
         return _mse(m, batch)
 
     with mock.patch("torch.optim.AdamW", _sgd):
-        res = proxsparse(model, [(X, Y)], loss_fn, lam1=lam1, lam2=lam2, lr=eta, steps=steps,
-                         warmup=0.0, schedule="constant", prox_lr_scaled=True, eps=eps,
-                         keep_weights=True, record_every=10, progress=False, seed=seed)
+        from sparseopt_torch.proxsparse import ProxSparseSettings
+
+        settings = ProxSparseSettings(lam1=lam1, lam2=lam2, lr=eta, steps=steps, warmup=0.0,
+                                      schedule="constant", prox_lr_scaled=True, eps=eps,
+                                      record_every=10, seed=seed)
+        res = proxsparse(model, [(X, Y)], loss_fn, settings, keep_weights=True, progress=False)
     snaps[steps] = {n: res.weights[n].detach().clone() for n in LAYERS}
 
     def gmap(Ws):
@@ -162,8 +165,11 @@ def _fig1(torch, proxsparse, mask_24, seed, lam1, steps=600, lr=3e-3, records=20
             masks[k] = cat({n: mask_24(m.get_submodule(n).weight.detach()) for n in LAYERS})
         return _mse(m, batch)
 
-    res = proxsparse(model, batches, loss_fn, lam1=lam1, lam2=0.0, lr=lr, steps=steps,
-                     record_every=steps // records, progress=False, seed=seed)
+    from sparseopt_torch.proxsparse import ProxSparseSettings
+
+    settings = ProxSparseSettings(lam1=lam1, lam2=0.0, lr=lr, steps=steps,
+                                  record_every=steps // records, seed=seed)
+    res = proxsparse(model, batches, loss_fn, settings, progress=False)
     masks[steps] = cat(res.masks)  # after the last prox
     ks = sorted(masks)
 

@@ -347,7 +347,8 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
     from .blocks import find_blocks
     from .layers import parse_device
     from .prune import _select_layers
-    from .proxsparse import embedding_distance_loss, next_token_loss, proxsparse
+    from .proxsparse import (ProxSparseSettings, embedding_distance_loss, next_token_loss,
+                             proxsparse)
 
     if kwargs.get("steps") is None:  # the authors' one epoch
         kwargs = {**kwargs, "steps": len(batches)}
@@ -373,9 +374,10 @@ def _proxsparse(model, batches, experiment, settings, kwargs, run, hessians, pro
         device = home if settings.device is None else parse_device(settings.device)
         target.to(device)
         try:
-            learned = proxsparse(target, batches, loss, modules=layers, progress=progress,
+            learned = proxsparse(target, batches, loss, ProxSparseSettings(**kwargs),
+                                 modules=layers, progress=progress,
                                  checkpoint=os.path.join(run, PROXSPARSE_STATE),
-                                 checkpoint_every=PROXSPARSE_CHECKPOINT_SECONDS, **kwargs)
+                                 checkpoint_every=PROXSPARSE_CHECKPOINT_SECONDS)
         finally:
             target.to(home)
         if progress:

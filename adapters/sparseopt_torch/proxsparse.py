@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from sparseopt import NM
 from sparseopt.result import Result
+from sparseopt.validation import check_bool, check_choice, check_int, check_real
 
 from .layers import find_layers, get_weight
 
-__all__ = ["ProxSparseResult", "proxsparse", "apply_masks", "mask_24", "reg_w0",
+__all__ = ["ProxSparseResult", "ProxSparseSettings", "proxsparse", "apply_masks", "mask_24", "reg_w0",
            "next_token_loss", "embedding_distance_loss"]
 
 #: Learning-rate schedules after the linear warm-up.
@@ -124,8 +124,7 @@ def reg_w0(W: torch.Tensor, W0: torch.Tensor, eps: float) -> torch.Tensor:
     (the authors' code; the text's "1 when >= 0 and 0 otherwise" would leave negative W0 near 0
     unguarded, which contradicts its stated purpose).
     """
-    if not (isinstance(eps, numbers.Real) and math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+    check_real(eps, "eps", positive=True)
     if W.shape != W0.shape:
         raise ValueError(f"W has shape {tuple(W.shape)} but W0 has {tuple(W0.shape)}")
     denom = torch.where(W0 >= 0, W0 + eps, W0 - eps)
@@ -168,13 +167,6 @@ def apply_masks(model, masks: Mapping) -> None:
         W.mul_(M.to(device=W.device, dtype=W.dtype))
 
 
-def _check_nonneg(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
 def _lr_factor(k: int, steps: int, n_warm: int, schedule: str) -> float:
     """Multiplier of ``lr`` in step k (0-based): linear warm-up (k+1)/(n_warm+1) for
     k < n_warm, then 1 ("constant") or a linear decay (steps-k)/(steps-n_warm) ("linear")."""
@@ -204,26 +196,12 @@ def _group_stats(W: torch.Tensor, mask0: torch.Tensor):
     return n_24, changed, _r24_of(a)
 
 
-def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
-               warmup=0.1, schedule="linear", weight_decay=0.0, betas=(0.9, 0.999),
-               eps=0.1, prox_lr_scaled=False, shuffle=True, seed=0, keep_weights=False,
-               backend="auto", record_every=1, progress=None, checkpoint=None,
-               checkpoint_every=600.0) -> ProxSparseResult:
-    """Learn 2:4 masks end to end: proxsparse-liu Alg. 1 with AdamW.
+@dataclass(frozen=True)
+class ProxSparseSettings:
+    """The hyper-parameters of proxsparse-liu Alg. 1 with AdamW (:func:`proxsparse`).
 
-    Parameters
+    Attributes
     ----------
-    model : torch.nn.Module
-        The model, on its device (nothing is moved). Its mode (train/eval) is left as it is:
-        call ``model.eval()`` to run without dropout.
-    batches : iterable
-        Calibration batches, used in turn (a new pass when exhausted); materialized as a list.
-    loss_fn : callable
-        ``loss_fn(model, batch) -> scalar tensor``: the end-to-end loss L (it moves the batch
-        to the model's device if needed), e.g. :func:`embedding_distance_loss`.
-    modules : optional
-        Which layers are pruned, as in :func:`sparseopt_torch.find_layers`; d_in of each must
-        be a multiple of 4.
     lam1 : float
         lambda_1 >= 0, the weight of r_{2:4} (the prox; see ``prox_lr_scaled``).
     lam2 : float
@@ -254,11 +232,64 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     seed : int, default 0
         Seeds the batch order and torch's RNG (dropout) inside the run; the caller's global
         RNG state is restored afterwards.
-    keep_weights : bool, default False
-        Return the learned weights W_K in ``result.weights`` (costs one copy of them).
     record_every : int, default 1
         Record the history every ``record_every`` steps (and at the last step); its
         statistics take several passes over all targeted weights per recorded step.
+    """
+
+    lam1: float
+    lam2: float
+    lr: float
+    steps: int
+    warmup: float = 0.1
+    schedule: str = "linear"
+    weight_decay: float = 0.0
+    betas: tuple = (0.9, 0.999)
+    eps: float = 0.1
+    prox_lr_scaled: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    record_every: int = 1
+
+    def __post_init__(self):
+        for name in ("lam1", "lam2", "weight_decay"):
+            check_real(getattr(self, name), name)
+        check_real(self.lr, "lr", positive=True)
+        check_real(self.eps, "eps", positive=True)
+        check_int(self.steps, "steps", minimum=1)
+        check_int(self.record_every, "record_every", minimum=1)
+        check_int(self.seed, "seed")
+        if not 0 <= check_real(self.warmup, "warmup") <= 1:
+            raise ValueError(f"warmup must be a ratio in [0, 1], got {self.warmup!r}")
+        check_choice(self.schedule, "schedule", SCHEDULES)
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        check_bool(self.prox_lr_scaled, "prox_lr_scaled")
+        check_bool(self.shuffle, "shuffle")
+
+
+def proxsparse(model, batches, loss_fn, settings, *, modules=None, keep_weights=False,
+               backend="auto", progress=None, checkpoint=None,
+               checkpoint_every=600.0) -> ProxSparseResult:
+    """Learn 2:4 masks end to end: proxsparse-liu Alg. 1 with AdamW.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, on its device (nothing is moved). Its mode (train/eval) is left as it is:
+        call ``model.eval()`` to run without dropout.
+    batches : iterable
+        Calibration batches, used in turn (a new pass when exhausted); materialized as a list.
+    loss_fn : callable
+        ``loss_fn(model, batch) -> scalar tensor``: the end-to-end loss L (it moves the batch
+        to the model's device if needed), e.g. :func:`embedding_distance_loss`.
+    modules : optional
+        Which layers are pruned, as in :func:`sparseopt_torch.find_layers`; d_in of each must
+        be a multiple of 4.
+    settings : ProxSparseSettings
+        lambda_1, lambda_2, learning rate and its schedule, steps, AdamW's betas, the seed.
+    keep_weights : bool, default False
+        Return the learned weights W_K in ``result.weights`` (costs one copy of them).
     backend : {"auto", "torch", "numpy"}, default "auto"
         Who computes the prox: "torch" the adapter's :func:`~sparseopt_torch.kernels.prox24`
         for the weights' device (the core's EnumALM compiled for the GPU by numba-cuda, or
@@ -338,14 +369,14 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     Examples
     --------
     >>> import torch
-    >>> from sparseopt_torch.proxsparse import proxsparse, apply_masks
+    >>> from sparseopt_torch.proxsparse import ProxSparseSettings, proxsparse, apply_masks
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
     <torch._C.Generator object at ...>
     >>> net = torch.nn.Sequential(torch.nn.Linear(8, 4))
     >>> X, Y = torch.randn(16, 8), torch.randn(16, 4)
     >>> loss = lambda m, b: ((m(b[0]) - b[1]) ** 2).mean()
-    >>> res = proxsparse(net, [(X, Y)], loss, lam1=1.0, lam2=0.0, lr=1e-2, steps=20,
-    ...                  progress=False)
+    >>> settings = ProxSparseSettings(lam1=1.0, lam2=0.0, lr=1e-2, steps=20)
+    >>> res = proxsparse(net, [(X, Y)], loss, settings, progress=False)
     >>> res.masks["0"].sum(dim=1).tolist()  # 2 of every 4 inputs kept per output
     [4, 4, 4, 4]
     >>> apply_masks(net, res.masks)
@@ -357,29 +388,13 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     prox24 = _prox_function(backend)
     if not callable(loss_fn):
         raise ValueError("loss_fn must be callable as loss_fn(model, batch) -> scalar tensor")
-    lam1 = _check_nonneg("lam1", lam1)
-    lam2 = _check_nonneg("lam2", lam2)
-    weight_decay = _check_nonneg("weight_decay", weight_decay)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) \
-            or lr <= 0:
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps <= 0:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if isinstance(record_every, bool) or not isinstance(record_every, numbers.Integral) \
-            or record_every <= 0:
-        raise ValueError(f"record_every must be a positive integer, got {record_every!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Real) \
-            or not 0 <= warmup <= 1:
-        raise ValueError(f"warmup must be a ratio in [0, 1], got {warmup!r}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    if not (isinstance(eps, numbers.Real) and math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
-    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-        raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    steps = int(steps)
+    if not isinstance(settings, ProxSparseSettings):
+        raise ValueError(f"settings must be a ProxSparseSettings, got {settings!r}")
+    lam1, lam2, lr, steps = float(settings.lam1), float(settings.lam2), settings.lr, settings.steps
+    warmup, schedule, weight_decay = settings.warmup, settings.schedule, settings.weight_decay
+    betas, eps, prox_lr_scaled = settings.betas, settings.eps, settings.prox_lr_scaled
+    shuffle, seed, record_every = settings.shuffle, settings.seed, settings.record_every
+    weight_decay, steps = float(weight_decay), int(steps)
     batches = list(batches)
     if not batches:
         raise ValueError("batches is empty: ProxSparse needs calibration batches")
@@ -396,21 +411,14 @@ def proxsparse(model, batches, loss_fn, *, modules=None, lam1, lam2, lr, steps,
     if len({id(p) for p in params.values()}) != len(params):
         raise ValueError("modules selects layers that share one weight tensor")
 
-    if checkpoint_every is None or isinstance(checkpoint_every, bool) \
-            or not isinstance(checkpoint_every, numbers.Real) or not checkpoint_every >= 0:
-        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, "
-                         f"got {checkpoint_every!r}")
+    check_real(checkpoint_every, "checkpoint_every")
     n_warm = math.ceil(warmup * steps)
     state = None
     if checkpoint is not None:
         from .rundir import check_same, fingerprint, fingerprint_weights
 
         # what a checkpoint must share with this run to be continued by it
-        run_id = {"steps": steps, "lam1": lam1, "lam2": lam2, "lr": float(lr),
-                  "warmup": float(warmup), "schedule": schedule, "weight_decay": weight_decay,
-                  "betas": [float(b) for b in betas], "eps": float(eps),
-                  "prox_lr_scaled": bool(prox_lr_scaled), "shuffle": bool(shuffle),
-                  "seed": int(seed), "backend": backend, "record_every": int(record_every),
+        run_id = {**asdict(settings), "backend": backend,
                   "layers": {n: list(get_weight(layers[n]).shape) for n in names},
                   "calibration_sha256": fingerprint(batches),
                   "dense_weights_sha256": fingerprint_weights(layers)}

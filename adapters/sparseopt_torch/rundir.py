@@ -110,10 +110,10 @@ def fingerprint_weights(layers, weights=None) -> str:
 
 def check_same(saved, now, what) -> None:
     """ValueError naming every key whose value differs between the ``saved`` and the ``now``
-    settings (dicts; ``now`` compared as it would be saved in JSON). ``what`` starts the
+    settings (dicts, compared as they would be saved in JSON). ``what`` starts the
     message and says what is refused and what to do, e.g. ``"cannot resume the run in 'X'
     (choose another folder)"``."""
-    now = json.loads(json.dumps(now, default=_plain))
+    saved, now = (json.loads(json.dumps(d, default=_plain)) for d in (saved, now))
     diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
     if diff:
         raise ValueError(f"{what}: its settings differ in "

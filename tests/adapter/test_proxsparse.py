@@ -1,6 +1,7 @@
 """ProxSparse end-to-end mask learning (proxsparse-liu Alg. 1): sparseopt_torch.proxsparse."""
 
 import copy
+from dataclasses import fields
 
 import numpy as np
 import pytest
@@ -11,12 +12,21 @@ from sparseopt import NM
 from sparseopt_torch import find_layers, get_weight
 from sparseopt_torch.kernels import prox24
 from sparseopt_torch.proxsparse import (
+    ProxSparseSettings,
     apply_masks,
     embedding_distance_loss,
     mask_24,
     proxsparse,
     reg_w0,
 )
+
+
+def run_proxsparse(model, batches, loss_fn, **kwargs):
+    """:func:`proxsparse` with the :class:`ProxSparseSettings` fields among ``kwargs`` as
+    its settings."""
+    names = {f.name for f in fields(ProxSparseSettings)}
+    settings = ProxSparseSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})
+    return proxsparse(model, batches, loss_fn, settings, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +150,7 @@ def test_masks_are_24_and_model_left_unchanged(tiny_bert, tiny_batches, teacher_
     loss_fn = make_loss(tiny_batches, teacher_targets)
     before = snapshot(tiny_bert)
     flags = {n: p.requires_grad for n, p in tiny_bert.named_parameters()}
-    res = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=5.0, lam2=0.1, lr=1e-3, steps=4,
+    res = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=5.0, lam2=0.1, lr=1e-3, steps=4,
                      progress=False)
     assert_same_state(tiny_bert, before)
     assert {n: p.requires_grad for n, p in tiny_bert.named_parameters()} == flags
@@ -160,7 +170,7 @@ def test_masks_are_24_and_model_left_unchanged(tiny_bert, tiny_batches, teacher_
 
 
 def test_apply_masks_gives_original_times_mask(tiny_bert, tiny_batches, teacher_targets):
-    res = proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
+    res = run_proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
                      lam1=5.0, lam2=0.0, lr=1e-3, steps=2, progress=False)
     before = snapshot(tiny_bert)
     apply_masks(tiny_bert, res.masks)
@@ -197,7 +207,7 @@ def test_no_regularization_is_plain_adamw(tiny_bert, tiny_batches, teacher_targe
     loss_fn = make_loss(tiny_batches, teacher_targets)
     lr, wd = 1e-3, 0.01
     # one step by hand: Adam's first step is lr g / (|g| + 1e-8) (bias-corrected moments)
-    res1 = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=0.0, lr=lr, steps=1,
+    res1 = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=0.0, lr=lr, steps=1,
                       warmup=0.0, weight_decay=wd, shuffle=False, keep_weights=True,
                       progress=False)
     model = copy.deepcopy(tiny_bert)
@@ -208,7 +218,7 @@ def test_no_regularization_is_plain_adamw(tiny_bert, tiny_batches, teacher_targe
         torch.testing.assert_close(res1.weights[name], want, rtol=1e-6, atol=1e-9)
         assert not torch.equal(res1.weights[name], W0)
     # several steps against torch's AdamW on a copy (constant lr, batches in order)
-    res = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=0.0, lr=lr, steps=5,
+    res = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=0.0, lr=lr, steps=5,
                      warmup=0.0, schedule="constant", weight_decay=wd, shuffle=False,
                      keep_weights=True, progress=False)
     want = reference_adamw(tiny_bert, tiny_batches, loss_fn, [0, 1, 2, 0, 1], lr=lr,
@@ -222,7 +232,7 @@ def test_no_regularization_is_plain_adamw(tiny_bert, tiny_batches, teacher_targe
 def test_reg_w0_enters_the_gradient(tiny_bert, tiny_batches, teacher_targets):
     loss_fn = make_loss(tiny_batches, teacher_targets)
     kw = dict(lr=1e-3, warmup=0.0, schedule="constant", shuffle=False)
-    res = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=50.0, eps=0.05,
+    res = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.0, lam2=50.0, eps=0.05,
                      steps=3, keep_weights=True, progress=False, **kw)
     want = reference_adamw(tiny_bert, tiny_batches, loss_fn, [0, 1, 2], lr=1e-3, lam2=50.0,
                            eps=0.05)
@@ -237,7 +247,7 @@ def test_prox_step_is_prox24_of_the_adamw_step(tiny_bert, tiny_batches, teacher_
                                                scaled):
     loss_fn = make_loss(tiny_batches, teacher_targets)
     lr, lam1 = 1e-3, (4000.0 if scaled else 4.0)
-    res = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=lam1, lam2=0.0, lr=lr, steps=2,
+    res = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=lam1, lam2=0.0, lr=lr, steps=2,
                      warmup=0.0, schedule="constant", shuffle=False, prox_lr_scaled=scaled,
                      keep_weights=True, progress=False)
     lam = lam1 * lr if scaled else lam1
@@ -250,7 +260,7 @@ def test_prox_step_is_prox24_of_the_adamw_step(tiny_bert, tiny_batches, teacher_
 
 
 def test_large_lam1_makes_the_learned_weights_24(tiny_bert, tiny_batches, teacher_targets):
-    res = proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
+    res = run_proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
                      lam1=1e4, lam2=0.0, lr=1e-3, steps=3, keep_weights=True, progress=False)
     assert res.history["frac_24"][-1] == 1.0 and res.info["frac_24"] == 1.0
     assert res.history["r24"][-1] == 0.0
@@ -260,7 +270,7 @@ def test_large_lam1_makes_the_learned_weights_24(tiny_bert, tiny_batches, teache
 
 
 def test_moderate_lam1_sparsifies_gradually(tiny_bert, tiny_batches, teacher_targets):
-    res = proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
+    res = run_proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
                      lam1=30.0, lam2=0.0, lr=1e-3, steps=6, progress=False)
     frac = res.history["frac_24"]
     assert 0.0 < frac[0] < frac[-1] < 1.0  # fraction of 2:4 groups grows, not all at once
@@ -268,7 +278,7 @@ def test_moderate_lam1_sparsifies_gradually(tiny_bert, tiny_batches, teacher_tar
 
 
 def test_warmup_and_linear_decay_schedule(tiny_bert, tiny_batches, teacher_targets):
-    res = proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
+    res = run_proxsparse(tiny_bert, tiny_batches, make_loss(tiny_batches, teacher_targets),
                      lam1=0.0, lam2=0.0, lr=0.01, steps=10, warmup=0.2, progress=False)
     # ceil(0.2 * 10) = 2 warm-up steps at 1/3, 2/3 of lr, then (10 - k) / 8
     want = 0.01 * np.array([1 / 3, 2 / 3, 1, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
@@ -281,10 +291,10 @@ def test_deterministic_with_seed_and_caller_rng_untouched(tiny_bert, tiny_batche
     loss_fn = make_loss(tiny_batches, teacher_targets)
     kw = dict(lam1=5.0, lam2=0.1, lr=1e-3, steps=6, progress=False)
     rng = torch.get_rng_state()
-    a = proxsparse(tiny_bert, tiny_batches, loss_fn, seed=0, **kw)
+    a = run_proxsparse(tiny_bert, tiny_batches, loss_fn, seed=0, **kw)
     assert torch.equal(torch.get_rng_state(), rng)
-    b = proxsparse(tiny_bert, tiny_batches, loss_fn, seed=0, **kw)
-    c = proxsparse(tiny_bert, tiny_batches, loss_fn, seed=1, **kw)
+    b = run_proxsparse(tiny_bert, tiny_batches, loss_fn, seed=0, **kw)
+    c = run_proxsparse(tiny_bert, tiny_batches, loss_fn, seed=1, **kw)
     for key in a.history:
         if key != "time":
             np.testing.assert_array_equal(a.history[key], b.history[key])
@@ -304,7 +314,7 @@ def test_conv1d_layers(tiny_batches):
     def loss_fn(m, batch):
         return m(input_ids=batch["input_ids"]).last_hidden_state.square().mean()
 
-    res = proxsparse(model, tiny_batches, loss_fn, lam1=1e4, lam2=1.0, lr=1e-3, steps=2,
+    res = run_proxsparse(model, tiny_batches, loss_fn, lam1=1e4, lam2=1.0, lr=1e-3, steps=2,
                      keep_weights=True, progress=False)
     assert_same_state(model, before)
     layers = find_layers(model)
@@ -330,7 +340,7 @@ def test_interrupted_run_restores_the_model(tiny_bert, tiny_batches, teacher_tar
     before = snapshot(tiny_bert)
     flags = {n: p.requires_grad for n, p in tiny_bert.named_parameters()}
     with pytest.raises(ValueError, match="non-finite loss at step 2"):
-        proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=5.0, lam2=0.1, lr=1e-2, steps=5,
+        run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=5.0, lam2=0.1, lr=1e-2, steps=5,
                    progress=False)
     assert_same_state(tiny_bert, before)
     assert {n: p.requires_grad for n, p in tiny_bert.named_parameters()} == flags
@@ -354,20 +364,20 @@ def test_bad_arguments(tiny_bert, tiny_batches, bad, match):
     kw = dict(lam1=1.0, lam2=0.0, lr=1e-3, steps=2, progress=False)
     kw.update(bad)
     with pytest.raises(ValueError, match=match):
-        proxsparse(tiny_bert, tiny_batches, lambda m, b: m(**b).last_hidden_state.sum(), **kw)
+        run_proxsparse(tiny_bert, tiny_batches, lambda m, b: m(**b).last_hidden_state.sum(), **kw)
 
 
 def test_bad_data_and_loss(tiny_bert, tiny_batches):
     kw = dict(lam1=1.0, lam2=0.0, lr=1e-3, steps=2, progress=False)
     with pytest.raises(ValueError, match="batches"):
-        proxsparse(tiny_bert, [], lambda m, b: m(**b).last_hidden_state.sum(), **kw)
+        run_proxsparse(tiny_bert, [], lambda m, b: m(**b).last_hidden_state.sum(), **kw)
     with pytest.raises(ValueError, match="loss_fn"):
-        proxsparse(tiny_bert, tiny_batches, "mse", **kw)
+        run_proxsparse(tiny_bert, tiny_batches, "mse", **kw)
     with pytest.raises(ValueError, match="scalar"):
-        proxsparse(tiny_bert, tiny_batches, lambda m, b: m(**b).last_hidden_state, **kw)
+        run_proxsparse(tiny_bert, tiny_batches, lambda m, b: m(**b).last_hidden_state, **kw)
     with pytest.raises(ValueError, match="multiple of 4"):
         net = torch.nn.Sequential(torch.nn.Linear(6, 4))
-        proxsparse(net, [torch.zeros(2, 6)], lambda m, b: m(b).sum(), **kw)
+        run_proxsparse(net, [torch.zeros(2, 6)], lambda m, b: m(b).sum(), **kw)
 
 
 # ------------------------------------------------------------------------------ MiniLM
@@ -397,7 +407,7 @@ def test_minilm_embedding_distance_and_learned_masks(minilm):
     assert float(loss_fn(minilm, batches[0]).detach()) == 0.0
     assert [set(b) for b in batches] == keys
 
-    res = proxsparse(minilm, batches, loss_fn, modules=modules, lam1=2.0, lam2=0.1, lr=1e-3,
+    res = run_proxsparse(minilm, batches, loss_fn, modules=modules, lam1=2.0, lam2=0.1, lr=1e-3,
                      steps=4, warmup=0.25, progress=False)
     for name, module in layers.items():
         assert torch.equal(get_weight(module), before[name])
@@ -426,7 +436,7 @@ def test_bfloat16_weights_keep_their_dtype():
     X = torch.randn(32, 16, dtype=torch.bfloat16)
     Y = torch.randn(32, 4, dtype=torch.bfloat16)
     before = snapshot(net)
-    res = proxsparse(net, [(X, Y)], lambda m, b: (m(b[0]) - b[1]).float().square().mean(),
+    res = run_proxsparse(net, [(X, Y)], lambda m, b: (m(b[0]) - b[1]).float().square().mean(),
                      lam1=2.0, lam2=0.1, lr=1e-2, steps=5, keep_weights=True, progress=False)
     assert_same_state(net, before)
     for name, W in res.weights.items():
@@ -455,9 +465,9 @@ def test_record_every_thins_the_history_but_not_the_run(tiny_bert, tiny_batches)
     def loss_fn(model, batch):
         return model(**batch).last_hidden_state.pow(2).mean()
 
-    full = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
+    full = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
                       progress=False)
-    thin = proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
+    thin = run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.1, lr=1e-2, steps=7,
                       record_every=3, progress=False)
     assert list(thin.history["step"]) == [0, 3, 6]
     assert list(full.history["step"]) == list(range(7))
@@ -467,5 +477,5 @@ def test_record_every_thins_the_history_but_not_the_run(tiny_bert, tiny_batches)
     for n in full.masks:
         assert torch.equal(full.masks[n], thin.masks[n])
     with pytest.raises(ValueError, match="record_every"):
-        proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.0, lr=1e-2, steps=2,
+        run_proxsparse(tiny_bert, tiny_batches, loss_fn, lam1=0.5, lam2=0.0, lr=1e-2, steps=2,
                    record_every=0, progress=False)

@@ -4,6 +4,7 @@ interrupted run bit for bit, and the options it cannot run with."""
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -211,7 +212,7 @@ def test_interrupted_run_resumes_bit_identical_to_an_uninterrupted_one(llama, tm
 
 def test_library_checkpoint_resumes_bit_identical_and_refuses_another_run(tmp_path):
     """proxsparse(checkpoint=...) itself, on a plain model, interrupted in the middle."""
-    from sparseopt_torch.proxsparse import proxsparse
+    from sparseopt_torch.proxsparse import ProxSparseSettings, proxsparse
 
     def make():
         torch.manual_seed(0)
@@ -220,12 +221,13 @@ def test_library_checkpoint_resumes_bit_identical_and_refuses_another_run(tmp_pa
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g))
                for _ in range(3)]
-    kw = dict(lam1=0.5, lam2=0.1, lr=1e-2, steps=9, progress=False)
+    settings = ProxSparseSettings(lam1=0.5, lam2=0.1, lr=1e-2, steps=9)
+    kw = dict(progress=False)
 
     def mse(m, b):
         return (m(b[0]) - b[1]).square().mean()
 
-    whole = proxsparse(make(), batches, mse, **kw)
+    whole = proxsparse(make(), batches, mse, settings, **kw)
     path = str(tmp_path / "state.pt")
     calls = []
 
@@ -237,17 +239,19 @@ def test_library_checkpoint_resumes_bit_identical_and_refuses_another_run(tmp_pa
 
     model = make()
     with pytest.raises(Interrupted):
-        proxsparse(model, batches, crash_at_5, checkpoint=path, checkpoint_every=0, **kw)
+        proxsparse(model, batches, crash_at_5, settings, checkpoint=path, checkpoint_every=0,
+                   **kw)
     assert torch.equal(model[0].weight, make()[0].weight)  # the model left as it came
-    resumed = proxsparse(model, batches, mse, checkpoint=path, checkpoint_every=0, **kw)
+    resumed = proxsparse(model, batches, mse, settings, checkpoint=path, checkpoint_every=0,
+                         **kw)
     for name in whole.masks:
         assert torch.equal(whole.masks[name], resumed.masks[name])
     for key in ("step", "loss", "objective", "r24", "frac_24"):
         assert (whole.history[key] == resumed.history[key]).all(), key
     with pytest.raises(ValueError, match=r"lam1 \(saved 0.5, now 0.7\)"):
-        proxsparse(make(), batches, mse, checkpoint=path, **{**kw, "lam1": 0.7})
+        proxsparse(make(), batches, mse, replace(settings, lam1=0.7), checkpoint=path, **kw)
     with pytest.raises(ValueError, match="calibration_sha256"):
-        proxsparse(make(), batches[:2], mse, checkpoint=path, **kw)
+        proxsparse(make(), batches[:2], mse, settings, checkpoint=path, **kw)
 
 
 # ---------------------------------------------------------------------------- refusals
