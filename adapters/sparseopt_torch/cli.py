@@ -16,6 +16,7 @@ on stderr and exit status 2; a traceback means a bug.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -84,6 +85,12 @@ def add_prune(subparsers) -> None:
     prune.add_argument("--refine-steps", type=int, default=None,
                        help="masked gradient steps after each method (+GD); 0: none "
                             "(default 0; minilm: 100)")
+    prune.add_argument("--block-steps", type=int, default=0,
+                       help="block reconstruction (+BR) after each block's layers: Adam steps "
+                            "fitting the kept weights of the block to the dense block's "
+                            "outputs, masks fixed; 0: none (default 0)")
+    prune.add_argument("--block-lr", type=float, default=None,
+                       help="+BR: Adam's learning rate (default 1e-4)")
     prune.add_argument("--seed", type=int, default=0, help="seed of the data split and sampling")
     prune.add_argument("--batch-size", type=int, default=None,
                        help="sequences per forward pass (default 1; minilm: 16)")
@@ -219,9 +226,16 @@ def _run_prune(args):
         encoding=args.encoding,
         **{**preset.get("experiment", {}), **{k: v for k, v in given.items() if v is not None}})
     refine = args.refine_steps if args.refine_steps is not None else preset.get("refine_steps", 0)
+    if args.block_steps < 0:
+        _fail("prune", f"--block-steps must be a non-negative integer, got {args.block_steps}")
+    if args.block_lr is not None and not (math.isfinite(args.block_lr) and args.block_lr > 0):
+        _fail("prune", f"--block-lr must be a positive number, got {args.block_lr}")
+    block = {"block_steps": args.block_steps}
+    if args.block_lr is not None:
+        block["block_lr"] = args.block_lr
     settings = PruneSettings(pattern=parse_pattern(args.pattern), refine_steps=refine,
                              sequential=args.sequential, modules=args.layers,
-                             blocks=args.blocks, device=args.device)
+                             blocks=args.blocks, device=args.device, **block)
     runs = _chosen_runs(args, preset)
     proxsparse = {**preset.get("proxsparse", {}),
                   **{k: getattr(args, f"proxsparse_{k}") for k in ("steps", "lam1", "lam2", "lr")
@@ -240,7 +254,8 @@ def _run_prune(args):
     for method, res in results.items():
         print(f"{method:10s} sum rel loss {res.total('rel_loss'):.4f}  +GD "
               f"{res.total('rel_loss_gd'):.4f}  time {res.total('time'):.1f} s  "
-              f"report {os.path.join(args.out, method, 'report.md')}")
+              + (f"+BR time {sum(b.time for b in res.blocks):.1f} s  " if res.blocks else "")
+              + f"report {os.path.join(args.out, method, 'report.md')}")
     return 0
 
 

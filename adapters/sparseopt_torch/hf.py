@@ -282,8 +282,11 @@ def prune_folder(experiment, out, methods, settings=None, *, options=None, proxs
     model, tokenizer, weights = load_model(experiment.model, offload=offload,
                                            blocks=settings.blocks)
     batches = calibration_batches(experiment, tokenizer)
-    share = not settings.sequential and len(methods) > 1 and _hessians_fit(model, settings)
-    if progress and not settings.sequential and len(methods) > 1 and not share:
+    # +BR runs every block on the calibration data anyway: nothing to share
+    share = not settings.sequential and len(methods) > 1 and settings.block_steps == 0 \
+        and _hessians_fit(model, settings)
+    if progress and not settings.sequential and len(methods) > 1 and not share \
+            and settings.block_steps == 0:
         print("[prune] the Hessians do not fit in half the free memory: collected again for "
               "each method", flush=True)
     results, shared = {}, None
@@ -522,15 +525,21 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         for run in runs:
             with open(os.path.join(out, run, "report.json")) as fh:
                 report = json.load(fh)
-            variants = ["nogd", "gd"] if report["settings"]["refine_steps"] > 0 else ["nogd"]
+            gd = report["settings"]["refine_steps"] > 0
+            br = report["settings"].get("block_steps", 0) > 0  # +BR (block reconstruction)
+            variants = ["nogd", "gd"] if gd or br else ["nogd"]
             for variant in variants:
                 model, _, _ = load_model(experiment.model)
                 load_pruned(model, os.path.join(out, run), variant=variant)
-                label = run + ("+GD" if variant == "gd" else "")
+                label = run + ("+GD" if variant == "gd" and gd else "") \
+                    + ("+BR" if variant == "gd" and br else "")
                 key = "rel_loss_gd" if variant == "gd" else "rel_loss"
-                row = {"run": label, "rel_loss_sum": report["totals"][key],
-                       "time": report["totals"]["time"]
-                       + (report["totals"]["time_gd"] if variant == "gd" else 0.0)}
+                totals = report["totals"]
+                row = {"run": label,
+                       # the layers' local losses are those before +BR
+                       "rel_loss_sum": None if variant == "gd" and br else totals[key],
+                       "time": totals["time"] + (totals["time_gd"] + totals.get("time_br", 0.0)
+                                                 if variant == "gd" else 0.0)}
                 if causal:
                     row["perplexity"] = perplexity(model, ids, seq_len=seq_len)
                     row["kl"] = kl_to_dense(model, reference, windows)

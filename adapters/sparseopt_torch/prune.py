@@ -44,8 +44,9 @@ from .blocks import Activations, capture_inputs, find_blocks, return_freed_memor
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
 from .layers import find_layers, get_weight, parse_device, set_weight
-from .rundir import (create_run, fingerprint, fingerprint_weights, load_pruned,
-                     open_run, save_layer, write_json, write_text)
+from .reconstruct import BlockRecord, reconstruct_block
+from .rundir import (create_run, fingerprint, fingerprint_weights, load_block, load_pruned,
+                     open_run, save_block, save_layer, write_json, write_text)
 
 __all__ = ["prune_model", "PruneSettings", "ModelPruneResult", "LayerRecord", "load_pruned"]
 
@@ -90,6 +91,14 @@ class PruneSettings:
         the differences otherwise). False with an existing run raises ValueError.
     progress : bool, optional
         A progress bar over layers (default on).
+    block_steps : int, default 0
+        Block reconstruction ("+BR", :mod:`~sparseopt_torch.reconstruct`): Adam steps that
+        fit the kept weights of all pruned layers of a block jointly to the dense block's
+        outputs on its cached inputs, masks fixed, after the layers are pruned (and +GD).
+        0: none. Needs a list of blocks (not ``blocks="model"``) and collected Hessians
+        (not ``hessians=``).
+    block_lr : float, default 1e-4
+        Adam's learning rate of block reconstruction.
     """
 
     pattern: object = field(default_factory=lambda: NM(2, 4))
@@ -105,6 +114,8 @@ class PruneSettings:
     cache_dir: str | None = None
     resume: bool = True
     progress: bool | None = None
+    block_steps: int = 0
+    block_lr: float = 1e-4
 
     @classmethod
     def of(cls, settings=None, fields=None):
@@ -162,6 +173,9 @@ class ModelPruneResult(Result):
     #: them as ``prune_model(..., hessians=)`` to prune the same model again without
     #: collecting them. None otherwise.
     hessians: Hessians | None = None
+    #: Block reconstruction's records (:class:`~sparseopt_torch.reconstruct.BlockRecord`),
+    #: in block order; empty without it (``block_steps = 0``).
+    blocks: list = field(default_factory=list)
 
     @classmethod
     def of(cls, records, settings, out=None):
@@ -177,9 +191,13 @@ class ModelPruneResult(Result):
         return float(sum(getattr(r, key) for r in self.records))
 
     def to_json(self) -> dict:
-        return {"settings": self.settings, "layers": [asdict(r) for r in self.records],
-                "totals": {k: self.total(k) for k in ("loss", "rel_loss", "loss_gd",
-                                                      "rel_loss_gd", "time", "time_gd")}}
+        out = {"settings": self.settings, "layers": [asdict(r) for r in self.records],
+               "totals": {k: self.total(k) for k in ("loss", "rel_loss", "loss_gd",
+                                                     "rel_loss_gd", "time", "time_gd")}}
+        if self.blocks:  # only with +BR: the reports of other runs stay as they were
+            out["blocks"] = [asdict(b) for b in self.blocks]
+            out["totals"]["time_br"] = float(sum(b.time for b in self.blocks))
+        return out
 
     def to_markdown(self) -> str:
         s = self.settings
@@ -203,6 +221,16 @@ class ModelPruneResult(Result):
         if gd:
             row += f" {self.total('rel_loss_gd'):.4f} | {self.total('time_gd'):.1f} |"
         lines.append(row)
+        if self.blocks:
+            lines += ["", f"+BR: {s['block_steps']} Adam steps per block, lr {s['block_lr']:g}; "
+                      "error = mean over tokens of ||pruned block - dense block||^2, relative "
+                      "to the dense outputs' mean squared norm", "",
+                      "| block | rel error before | rel error after | kept | time [s] |",
+                      "|---|---:|---:|---|---:|"]
+            for b in self.blocks:
+                rel = (lambda e: e / b.dense_norm if b.dense_norm > 0 else e)  # noqa: E731
+                lines.append(f"| {b.name} | {rel(b.error_start):.5f} | {rel(b.error_end):.5f} "
+                             f"| {b.kept} | {b.time:.2f} |")
         return "\n".join(lines) + "\n"
 
 
@@ -397,7 +425,7 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
     """
     settings = PruneSettings.of(settings, fields)
     (pattern, refine_steps, sequential, modules, blocks, device, on_indivisible, hessian_dtype,
-     hessian_product_dtype, cache_limit, cache_dir, resume, progress) = (
+     hessian_product_dtype, cache_limit, cache_dir, resume, progress, block_steps, block_lr) = (
         getattr(settings, f.name) for f in fields_of(PruneSettings))
     options = dict(options or {})
     calibration = list(calibration)
@@ -419,6 +447,7 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
     if masks is not None and modules is None:
         modules = list(masks)
     prefix, block_list = find_blocks(model, blocks)
+    _check_block_args(block_steps, block_lr, prefix, hessians)
     layers = _select_layers(model, modules, pattern, on_indivisible, prefix)
     members = _layers_by_block(layers, prefix, len(block_list))
     if masks is not None:
@@ -439,6 +468,8 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
         run_json["hessian_product_dtype"] = str(hessian_product_dtype)
     if masks is not None:
         run_json["masks_sha256"] = fingerprint([{n: masks[n] for n in layers}])
+    if block_steps > 0:  # recorded only with +BR: older runs resume
+        run_json.update(block_steps=int(block_steps), block_lr=float(block_lr))
     source = {k: run_json.get(k) for k in _HESSIAN_SOURCE}
     if hessians is not None:
         _check_reused(hessians, source, layers)
@@ -446,12 +477,15 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
     if out is not None:
         done = {name: (LayerRecord(**rec), tensors)
                 for name, (rec, tensors) in open_run(out, run_json, layers, resume).items()}
+    finished = {}  # +BR: the blocks finished (their layers count as done only then)
+    if block_steps > 0:
+        done, finished = _finished_blocks(out, done, members, prefix)
 
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(layers), desc=f"prune {method}", unit="layer",
                disable=progress is False)
-    records = []
+    records, block_records = [], []
     runner = _Stream(model, calibration, prefix, block_list, forward, compute, weights,
                      cache_limit, cache_dir, capture=hessians is None)
     kept = Hessians(source=source) if keep_hessians else None
@@ -460,13 +494,17 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
             names = members[i]
             todo = [n for n in names if n not in done]
             later = any(n not in done for j in range(i + 1, len(block_list)) for n in members[j])
+            # +BR fits the pruned block to the dense block's outputs on the same inputs
+            reconstruct = block_steps > 0 and bool(todo)
             # Independent: the dense block's outputs are the next inputs (one pass does both);
             # sequential: the pruned block's (a second pass after pruning).
             block = runner.enter(i)
+            if block in finished:
+                block_records.append(finished[block])
             if hessians is None:
                 hess = runner.first_pass(i, {n: layers[n] for n in todo},
                                          (hessian_dtype, hessian_product_dtype),
-                                         outputs=later and not sequential)
+                                         outputs=(later and not sequential) or reconstruct)
             else:
                 hess = _reused(hessians, todo, compute)
             if kept is not None:
@@ -478,6 +516,8 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
                     records.append(rec)
                     bar.update(1)
 
+            pending = []  # +BR: layers saved once the block is reconstructed
+
             def finish(name, res):
                 mod = layers[name]
                 rec = _record(name, block, mod, method, n_tokens[name], res, refine_steps)
@@ -485,9 +525,13 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
                 if out is not None:
                     create_run(out, run_json)  # first finished layer: the run exists now
                     W_saved = get_weight(mod).to("cpu").clone()
+                    # with +BR, W_nogd is the method's weights before every refinement
                     W_nogd = res["W_nogd"].to(device="cpu", dtype=W_saved.dtype) \
-                        if refine_steps > 0 else None
-                    save_layer(out, asdict(rec), W_saved, W_nogd)
+                        if refine_steps > 0 or reconstruct else None
+                    if reconstruct:
+                        pending.append((rec, mod, W_nogd))
+                    else:
+                        save_layer(out, asdict(rec), W_saved, W_nogd)
                 records.append(rec)
                 return_freed_memory()  # the layer's temporaries (see blocks.return_freed_memory)
                 bar.update(1)
@@ -499,6 +543,12 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
             n_tokens = hess.n_tokens
             del hess  # the jobs hold the Hessians they need; freed as they finish
             _run_jobs(jobs, finish, executor)
+            if reconstruct:
+                block_records.append(_reconstruct(runner, i, {n: layers[n] for n in names},
+                                                  pattern, block_steps, block_lr, progress,
+                                                  out, pending))
+                if sequential:  # the dense outputs were only the targets
+                    runner.drop_next()
             if later and sequential:
                 runner.second_pass(i)
             runner.leave(i)
@@ -509,6 +559,7 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
     records.sort(key=lambda r: order[r.name])
     result = ModelPruneResult.of(records, run_json, out)
     result.hessians = kept
+    result.blocks = block_records
     if out is not None:
         create_run(out, run_json)  # every layer was reloaded or nothing to save yet
         write_json(os.path.join(out, "report.json"), result.to_json())
@@ -675,6 +726,23 @@ class _Stream:
             for m, training in modes.items():
                 m.train(training)
 
+    def reconstruct(self, i, weights, steps, lr, progress):
+        """+BR of block ``i`` (:func:`~sparseopt_torch.reconstruct.reconstruct_block`): its
+        ``weights`` fitted on the cached inputs to the dense outputs that
+        :meth:`first_pass` recorded (seeded by the block's index)."""
+        block = self.blocks[i]
+        return reconstruct_block(
+            block, lambda b: run_block(block, self.inputs[b], self.context[b], self.compute),
+            self.next, weights, steps=steps, lr=lr, seed=i,
+            padding=[c["attention_mask"] for c in self.context], name=self.name(i),
+            progress=progress)
+
+    def drop_next(self):
+        """Forget the outputs recorded so far (sequential +BR's targets)."""
+        if self.next is not None:
+            self.next.close()
+            self.next = None
+
     def leave(self, i):
         block = self.blocks[i]
         if self.weights is not None:
@@ -690,6 +758,55 @@ class _Stream:
         for acts in (self.inputs, self.next):
             if acts is not None:
                 acts.close()
+
+
+def _check_block_args(block_steps, block_lr, prefix, hessians):
+    """ValueError for block reconstruction settings that are bad or cannot apply."""
+    if isinstance(block_steps, bool) or not isinstance(block_steps, (int, np.integer)) \
+            or block_steps < 0:
+        raise ValueError(f"block_steps must be a non-negative integer, got {block_steps!r}")
+    if isinstance(block_lr, bool) or not isinstance(block_lr, (int, float)) \
+            or not np.isfinite(block_lr) or block_lr <= 0:
+        raise ValueError(f"block_lr must be a positive finite number, got {block_lr!r}")
+    if block_steps > 0 and not prefix:
+        raise ValueError("block_steps (block reconstruction) needs a list of blocks, not "
+                         "blocks='model'")
+    if block_steps > 0 and hessians is not None:
+        raise ValueError("block_steps (block reconstruction) runs the blocks on the "
+                         "calibration data: not with reused hessians=")
+
+
+def _finished_blocks(out, done, members, prefix):
+    """+BR resume: (the done layers of finished blocks, {block name: BlockRecord}); a block
+    counts as finished once its record is written (after its layers), so a block stopped
+    during its reconstruction or its saving is pruned and reconstructed again."""
+    finished = {}
+    for i, names in members.items():
+        name = f"{prefix}.{i}"
+        rec = load_block(out, name) if out is not None else None
+        if rec is not None:
+            finished[name] = BlockRecord(**rec)
+        else:
+            for n in names:
+                done.pop(n, None)
+    return done, finished
+
+
+def _reconstruct(runner, i, block_layers, pattern, steps, lr, progress, out, pending):
+    """+BR of block ``i``: fit its layers, check their pattern, save them and the block's
+    record (last: it marks the block finished)."""
+    rec = runner.reconstruct(i, {n: mod.weight for n, mod in block_layers.items()}, steps,
+                             lr, progress is not False)
+    for name, mod in block_layers.items():
+        if not pattern.satisfied(get_weight(mod).detach()):
+            raise RuntimeError(f"block reconstruction left layer {name!r} off the pattern "
+                               f"{_pattern_str(pattern)}")
+    if out is not None:
+        for layer_rec, mod, W_nogd in pending:
+            save_layer(out, asdict(layer_rec), get_weight(mod).to("cpu").clone(), W_nogd)
+        save_block(out, asdict(rec))
+    return_freed_memory()
+    return rec
 
 
 def _job(name, module, H, method, pattern, refine_steps, options, mask):

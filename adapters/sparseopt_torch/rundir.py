@@ -8,6 +8,9 @@ its runs) and one run folder per method, ``OUT/<method>/``, written by
   calibration batches and the dense weights); written with the first finished layer;
 - ``layers/<name>.safetensors`` (``W``, and ``W_nogd`` with +GD) and ``layers/<name>.json``
   (the layer's record, written last: it marks the layer finished);
+- ``blocks/<block>.json`` with block reconstruction (+BR): the block's record, written after
+  its layers (whose ``W`` are then the reconstructed weights and ``W_nogd`` the method's);
+  it marks the block finished;
 - ``report.json`` / ``report.md`` once every layer is finished.
 
 Every file is written atomically (a temporary file renamed), so a killed run leaves only
@@ -28,12 +31,13 @@ from .layers import find_layers, get_weight, set_weight
 
 __all__ = ["SETTINGS_FILE", "EXPERIMENT_FILE", "atomic_write", "write_json", "write_text",
            "fingerprint", "fingerprint_weights", "check_same", "open_run", "save_layer",
-           "load_layer", "layer_file", "read_run", "check_experiment", "read_experiment",
+           "load_layer", "layer_file", "save_block", "load_block", "read_run", "check_experiment", "read_experiment",
            "load_pruned"]
 
 SETTINGS_FILE = "run.json"
 EXPERIMENT_FILE = "experiment.json"
 _LAYER_DIR = "layers"
+_BLOCK_DIR = "blocks"
 
 
 def atomic_write(path, write) -> None:
@@ -155,6 +159,19 @@ def load_layer(out, name):
     return rec, load_file(layer_file(out, name))
 
 
+def save_block(out, record) -> None:
+    """Write a block's record of block reconstruction (a dict with ``"name"``) to
+    ``blocks/<name>.json``; written after the block's layers, it marks the block finished."""
+    os.makedirs(os.path.join(out, _BLOCK_DIR), exist_ok=True)
+    write_json(os.path.join(out, _BLOCK_DIR, record["name"] + ".json"), record)
+
+
+def load_block(out, name):
+    """The record dict of a finished block (block reconstruction), or None."""
+    path = os.path.join(out, _BLOCK_DIR, name + ".json")
+    return _read_json(path) if os.path.exists(path) else None
+
+
 def open_run(out, settings, layers, resume=True) -> dict:
     """Check a previous run's settings in ``out`` (ValueError naming the differences, or
     when ``resume`` is False) and return its finished layers among ``layers``
@@ -228,7 +245,8 @@ def load_pruned(model, out, *, variant="gd", modules=None) -> list:
     """Load the pruned weights of a finished run folder into ``model`` (in place).
 
     ``variant="gd"`` loads the final weights, ``"nogd"`` the weights before the masked
-    gradient steps (saved when ``refine_steps > 0``). Returns the loaded layer names. In a
+    gradient steps and block reconstruction (saved when ``refine_steps > 0`` or
+    ``block_steps > 0``). Returns the loaded layer names. In a
     sequential run the "nogd" weights of a block were computed with inputs from the
     "gd"-pruned earlier blocks.
     """
