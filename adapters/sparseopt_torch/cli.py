@@ -78,9 +78,10 @@ def add_prune(subparsers) -> None:
                        help="dotted name of the block list (default: found automatically)")
     prune.add_argument("--layers", default=None,
                        help="regex of the linear layers to prune (default: all in the blocks)")
-    prune.add_argument("--refine-steps", type=int, default=None,
+    prune.add_argument("--refine-steps", type=_refine_steps, default=None,
                        help="masked gradient steps after each method (+GD); 0: none "
-                            "(default 0; minilm: 100)")
+                            "(default 0; minilm: 100); 'exact': the masked least-squares "
+                            "optimum instead (sparseopt.layer.masked_optimum)")
     prune.add_argument("--seed", type=int, default=0, help="seed of the data split and sampling")
     prune.add_argument("--batch-size", type=int, default=None,
                        help="sequences per forward pass (default 1; minilm: 16)")
@@ -143,6 +144,11 @@ class CommandError(SystemExit):
 
     def __str__(self):
         return self.message
+
+
+def _refine_steps(text):
+    """``--refine-steps``: ``"exact"`` or an integer (checked by the run's settings)."""
+    return text if text == "exact" else int(text)
 
 
 def _fail(command, message):

@@ -414,7 +414,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         for run in runs:
             with open(os.path.join(out, run, "report.json")) as fh:
                 report = json.load(fh)
-            variants = ["nogd", "gd"] if report["settings"]["refine_steps"] > 0 else ["nogd"]
+            variants = ["nogd", "gd"] if report["settings"]["refine_steps"] != 0 else ["nogd"]
             for variant in variants:
                 model, _, _ = load_model(experiment.model)
                 load_pruned(model, os.path.join(out, run), variant=variant)

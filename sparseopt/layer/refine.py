@@ -241,9 +241,11 @@ def _pcg(X, Q, Ws, GS, B, H, Mf, ref, tol, max_iter, xp):
     return X, Q, its, rel, losses
 
 
-def row_cholesky_jitter(G_diag_max: float, s: int) -> float:
-    """The jitter s eps max(diag H_SS) added before factoring H_SS (rounding level)."""
-    return s * float(np.finfo(np.float64).eps) * G_diag_max
+def row_cholesky_jitter(diag_max, s):
+    """The jitter s eps max(diag H_SS) added to H_SS before its Cholesky factorisation
+    (float64 eps; a rounding-level shift that lets a singular PSD H_SS factor): numbers, or
+    arrays of one entry per row."""
+    return s * float(np.finfo(np.float64).eps) * diag_max
 
 
 @register_kernel("masked_row_cholesky", "numpy")
