@@ -147,8 +147,12 @@ class CommandError(SystemExit):
 
 
 def _refine_steps(text):
-    """``--refine-steps``: ``"exact"`` or an integer (checked by the run's settings)."""
-    return text if text == "exact" else int(text)
+    """``--refine-steps``: an integer, else the text as given (``"exact"``); the run's
+    settings check it (one line and exit 2 for anything else)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _fail(command, message):

@@ -313,8 +313,8 @@ def masked_row_cholesky(X, B, H, mask):
         G = torch.where(v[:, :, None] & v[:, None, :], G, torch.zeros((), dtype=G.dtype,
                                                                      device=G.device))
         gdiag = torch.diagonal(G, dim1=1, dim2=2)
-        jitter = row_cholesky_jitter(gdiag.max(dim=1).values, counts[rows].to(G.dtype))
-        gdiag += torch.where(v, jitter[:, None], torch.ones_like(gdiag))
+        jitter = row_cholesky_jitter(gdiag, counts[rows, None].to(G.dtype))
+        gdiag += torch.where(v, jitter, torch.ones_like(gdiag))
         L, info = torch.linalg.cholesky_ex(G)
         bad = torch.nonzero(info).flatten()
         if bad.numel():
