@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..backend import kernel, namespace, register_kernel, zero
+from ..backend import as_numpy, from_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from ..linalg import frob_inner, small_lapack
 from ..patterns import TopK
 from ..validation import check_float_array, check_int, check_real
@@ -147,7 +147,13 @@ def _check_options(tol, max_iter, solver):
 
 
 def _masked_optimum(W, W_star, H, mask, tol, max_iter, solver):
-    """Kernel of :func:`masked_optimum` on validated input (``H``: float64, symmetric)."""
+    """Kernel of :func:`masked_optimum` on validated input (``H``: float64, symmetric).
+    CPU tensors are solved as NumPy views (:func:`sparseopt.backend.numpy_path`): they get
+    NumPy's result bit for bit, and the result comes back as a tensor."""
+    if not isinstance(W, np.ndarray) and numpy_path(W):
+        out, info = _masked_optimum(*(as_numpy(a) for a in (W, W_star, H, mask)), tol,
+                                    max_iter, solver)
+        return from_numpy(out, W), info
     xp = namespace(W, H)
     d_out, d_in = W.shape
     W0 = xp.where(mask, W, zero(W))
