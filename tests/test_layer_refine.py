@@ -157,9 +157,11 @@ def test_start_at_the_optimum_costs_no_iteration_and_max_iter_bounds_the_work():
 
 
 def test_choose_solver_follows_the_flop_rule():
-    # 2:4 at d_in = 576 (SmolLM2 attention): Cholesky; at d_in = 14336 (an LLM's down
-    # projection): PCG; a sparse support favours Cholesky
+    # 2:4 at d_in = 576 (SmolLM2 attention, gate, up): Cholesky; at d_in = 1536 (its down
+    # projection) and 14336 (an LLM's): PCG; a sparse support favours Cholesky
     assert choose_solver(576, 576, 288) == "cholesky"
+    assert choose_solver(1536, 576, 288) == "cholesky"
+    assert choose_solver(576, 1536, 768) == "pcg"
     assert choose_solver(4096, 14336, 7168) == "pcg"
     assert choose_solver(4096, 14336, 700) == "cholesky"
 

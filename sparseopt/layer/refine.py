@@ -11,12 +11,14 @@ of two routes (docs/layer.md, "+GD to the optimum"):
 
 - ``"pcg"``: conjugate gradients on all rows at once, preconditioned by diag(H) on the support
   (Jacobi); one masked product P H per iteration, the cost of one eq.-5 step. ALPS (Meng et
-  al. 2024) refines its support the same way.
-- ``"cholesky"``: one Cholesky factorisation of H_{S_i S_i} per row (rows share nothing),
-  then PCG from that point until the tolerance holds (usually no iteration at all).
+  al. 2024) refines its support the same way. The iterations run in W's dtype, in rounds of
+  iterative refinement: each round's residual and loss are computed in float64 (float32
+  conjugate gradients alone stall far above a 1e-6 gradient: the systems' condition numbers
+  are those of H on the support), its correction with float32 products for float32 weights.
+- ``"cholesky"``: one float64 Cholesky factorisation of H_{S_i S_i} per row (rows share
+  nothing), then PCG from that point until the tolerance holds (usually no iteration).
 
-Both compute in float64 (the systems' condition numbers are those of H restricted to the
-support: float32 conjugate gradients stall far above a 1e-6 gradient) and return W's dtype.
+The result is returned in W's dtype.
 """
 
 from __future__ import annotations
@@ -33,29 +35,37 @@ from ..patterns import TopK
 from ..validation import check_float_array, check_int, check_real
 from .loss import check_layer
 
-__all__ = ["masked_optimum", "choose_solver", "PLANNED_PCG_ITERS", "SOLVERS"]
+__all__ = ["masked_optimum", "choose_solver", "PLANNED_PCG_ITERS", "CHOLESKY_FLOP_WEIGHT",
+           "SOLVERS"]
 
 #: The solver routes of :func:`masked_optimum` (``solver=``); "auto" picks by
 #: :func:`choose_solver`.
 SOLVERS = ("auto", "pcg", "cholesky")
 
-#: PCG iterations the cost rule of :func:`choose_solver` plans for: what Jacobi-preconditioned
-#: CG needed to reach a 1e-6 gradient on the SmolLM2-135M layers' Hessians
-#: (benchmarks/refine.py prints the measured counts).
-PLANNED_PCG_ITERS = 100
+#: PCG iterations the cost rule of :func:`choose_solver` plans for: the median of what PCG
+#: needed for a 1e-6 gradient on the seven layers of a SmolLM2-135M block from wanda's 2:4
+#: masks (52-175, median 71; benchmarks/refine.py --pcg prints them).
+PLANNED_PCG_ITERS = 70
+
+#: What a flop of the per-row factorisations costs in flops of a layer-wide product: small
+#: LAPACK solves on one BLAS thread run at about 1/2.5 of the products' rate (2 cores,
+#: benchmarks/refine.py: 5-8 GFLOP/s against 14-15).
+CHOLESKY_FLOP_WEIGHT = 2.5
 
 
 def choose_solver(d_out: int, d_in: int, support: int) -> str:
-    """``"cholesky"`` or ``"pcg"``: the route with fewer floating point operations.
+    """``"cholesky"`` or ``"pcg"``: the route with the lower estimated cost.
 
-    Per-row Cholesky costs d_out (s^3 / 3 + 3 s^2) (the factorisation, two triangular solves,
-    gathering H_SS) with s the largest support of a row; PCG costs 2 d_out d_in^2 per
-    iteration (the product P H) and plans :data:`PLANNED_PCG_ITERS` iterations. Cholesky
-    wins when s^3 / 3 + 3 s^2 <= 2 K d_in^2, i.e. at 2:4 (s = d_in / 2) up to
-    d_in ~ 48 K = 4800.
+    Per-row Cholesky costs d_out (s^3 / 3 + 3 s^2) flops (the factorisation, two triangular
+    solves, gathering H_SS), with s the largest support of a row, weighted by
+    :data:`CHOLESKY_FLOP_WEIGHT`; PCG costs 2 d_out d_in^2 flops per iteration (the product
+    P H) and plans :data:`PLANNED_PCG_ITERS` iterations. Cholesky is chosen when
+    2.5 (s^3 / 3 + 3 s^2) <= 140 d_in^2: at 2:4 (s = d_in / 2) up to d_in = 1326 (every
+    SmolLM2-135M layer but the 1536-wide down projection; PCG for LLM layers of 2048 inputs
+    and more), and for sparser supports further.
     """
     s = float(support)
-    chol = s**3 / 3.0 + 3.0 * s**2
+    chol = CHOLESKY_FLOP_WEIGHT * (s**3 / 3.0 + 3.0 * s**2)
     pcg = PLANNED_PCG_ITERS * 2.0 * float(d_in) ** 2
     return "cholesky" if chol <= pcg else "pcg"
 
