@@ -82,9 +82,10 @@ def add_prune(subparsers) -> None:
                        help="dotted name of the block list (default: found automatically)")
     prune.add_argument("--layers", default=None,
                        help="regex of the linear layers to prune (default: all in the blocks)")
-    prune.add_argument("--refine-steps", type=int, default=None,
+    prune.add_argument("--refine-steps", type=_refine_steps, default=None,
                        help="masked gradient steps after each method (+GD); 0: none "
-                            "(default 0; minilm: 100)")
+                            "(default 0; minilm: 100); 'exact': the masked least-squares "
+                            "optimum instead (sparseopt.layer.masked_optimum)")
     prune.add_argument("--block-steps", type=int, default=0,
                        help="block reconstruction (+BR) after each block's layers: Adam steps "
                             "fitting the kept weights of the block to the dense block's "
@@ -160,6 +161,15 @@ class CommandError(SystemExit):
 
     def __str__(self):
         return self.message
+
+
+def _refine_steps(text):
+    """``--refine-steps``: an integer, else the text as given (``"exact"``); the run's
+    settings check it (one line and exit 2 for anything else)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _fail(command, message):

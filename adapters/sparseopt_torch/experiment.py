@@ -52,7 +52,7 @@ def per_layer_rows(out) -> list:
         with open(path) as fh:
             rep = json.load(fh)
         variants = [("rel_loss", run)]
-        if rep["settings"]["refine_steps"] > 0:
+        if rep["settings"]["refine_steps"] != 0:
             variants.append(("rel_loss_gd", f"{run}+GD"))
         for key, label in variants:
             rows.append({"method": label, "per_layer": {r["name"]: r[key] for r in rep["layers"]}})

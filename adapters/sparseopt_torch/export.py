@@ -663,7 +663,8 @@ def _model_card(dense_dir, config, sparsity, stats, original, conv1d) -> str:
         f"This is `{base}` ({archs}) with {len(sparsity['pruned_layers'])} linear layers "
         f"pruned to the **{sparsity['pattern']}** pattern (along each weight row, the input "
         f"dimension) by sparseopt's `{sparsity['method']}` method"
-        + (f" with {sparsity['refine_steps']} masked gradient steps"
+        + (" refined to the masked least-squares optimum" if sparsity["refine_steps"] == "exact"
+           else f" with {sparsity['refine_steps']} masked gradient steps"
            if sparsity["refine_steps"] else "")
         + (" (weights before those steps)" if sparsity["variant"] == "nogd" else "") + ".",
         "",
@@ -827,7 +828,7 @@ def export_checkpoint(run, dense_dir, out_dir, *, variant: str = "gd",
             del tensors
         # 3. config.json with the sparsity entry, and the model card
         sparsity = {"pattern": settings.get("pattern"), "method": settings.get("method"),
-                    "refine_steps": int(settings.get("refine_steps", 0)), "variant": variant,
+                    "refine_steps": settings.get("refine_steps", 0), "variant": variant,
                     "pruned_layers": layers, "tool": "sparseopt"}
         config["sparsity"] = sparsity
         with open(os.path.join(tmp, "config.json"), "w") as fh:

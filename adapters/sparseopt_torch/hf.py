@@ -525,7 +525,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         for run in runs:
             with open(os.path.join(out, run, "report.json")) as fh:
                 report = json.load(fh)
-            gd = report["settings"]["refine_steps"] > 0
+            gd = report["settings"]["refine_steps"] != 0
             br = report["settings"].get("block_steps", 0) > 0  # +BR (block reconstruction)
             variants = ["nogd", "gd"] if gd or br else ["nogd"]
             for variant in variants:

@@ -12,6 +12,8 @@ differ per backend; this module registers the torch ones, and the core finds it 
   SparseGPT (twins ``sparseopt.layer.sparsegpt._sweep_block`` and ``_sweep_block_numpy``).
 * ``"inverse_hessian_factor"``, ``"cholesky_ok"``: the damped Cholesky of SparseGPT and the
   PSD test with ``torch.linalg`` on the device (``sparseopt.linalg``).
+* ``"masked_row_cholesky"``: :func:`masked_row_cholesky`, the per-row Cholesky solves of
+  ``sparseopt.layer.masked_optimum`` ("+GD" to the optimum), batched over rows.
 * ``"synchronize"``: waits for queued CUDA work (timings).
 
 CPU tensors use the Numba kernels on NumPy views; inside
@@ -36,7 +38,7 @@ from sparseopt.linalg import damping_shift
 from sparseopt.prox.alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
 from sparseopt.validation import check_float_array, check_int, check_real
 
-__all__ = ["prox24", "sparsegpt_sweep"]
+__all__ = ["prox24", "sparsegpt_sweep", "masked_row_cholesky"]
 
 
 # --------------------------------------------------------------------------------------
@@ -279,6 +281,53 @@ def cholesky_ok_torch(H, shift):
     A = H.to(torch.float64)
     eye = torch.eye(A.shape[0], dtype=torch.float64, device=A.device)
     return int(torch.linalg.cholesky_ex(A + shift * eye).info) == 0
+
+
+#: Entries of the stacked H_SS blocks of one batch of rows in :func:`masked_row_cholesky`
+#: (32 MiB of float64).
+ROW_CHOLESKY_ENTRIES = 2**22
+
+
+@register_kernel("masked_row_cholesky", "torch")
+def masked_row_cholesky(X, B, H, mask):
+    """``sparseopt.layer.refine``'s per-row Cholesky solve, batched with ``torch.linalg`` on
+    the device: per row i, X[i, S] = (H_SS + jitter I)^{-1} B[i, S] with S = mask[i] minus
+    the dead inputs (H_jj = 0) and the jitter of ``row_cholesky_jitter``. Rows of unequal
+    support are padded to the largest (identity rows and columns, zero right-hand sides,
+    never written back). X (float64) is updated in place and returned; ValueError naming
+    the row when a factorisation fails (H not PSD). Twin: ``_masked_row_cholesky_numpy``."""
+    from sparseopt.layer.refine import row_cholesky_jitter
+
+    support = mask & (torch.diagonal(H) > 0)[None, :]
+    counts = support.sum(dim=1)
+    s = int(counts.max()) if X.shape[0] else 0
+    if s == 0:
+        return X
+    # each row's support first, in column order (a stable sort of the complement)
+    order = torch.argsort((~support).to(torch.int8), dim=1, stable=True)[:, :s]
+    valid = torch.arange(s, device=X.device)[None, :] < counts[:, None]
+    step = max(1, ROW_CHOLESKY_ENTRIES // (s * s))
+    for lo in range(0, X.shape[0], step):
+        rows = slice(lo, min(lo + step, X.shape[0]))
+        idx, v = order[rows], valid[rows]
+        G = H[idx[:, :, None], idx[:, None, :]]
+        G = torch.where(v[:, :, None] & v[:, None, :], G, torch.zeros((), dtype=G.dtype,
+                                                                     device=G.device))
+        gdiag = torch.diagonal(G, dim1=1, dim2=2)
+        jitter = row_cholesky_jitter(gdiag, counts[rows, None].to(G.dtype))
+        gdiag += torch.where(v, jitter, torch.ones_like(gdiag))
+        L, info = torch.linalg.cholesky_ex(G)
+        bad = torch.nonzero(info).flatten()
+        if bad.numel():
+            i = lo + int(bad[0])
+            raise ValueError(f"H restricted to the support of row {i} has no Cholesky factor "
+                             f"(pivot {int(info[bad[0]])}): H is not positive semidefinite")
+        rhs = torch.where(v, B[rows].gather(1, idx), torch.zeros((), dtype=B.dtype,
+                                                                 device=B.device))
+        x = torch.cholesky_solve(rhs[:, :, None], L)[:, :, 0]
+        block = X[rows]  # a view: scatter_ writes into X
+        block.scatter_(1, idx, torch.where(v, x, block.gather(1, idx)))
+    return X
 
 
 @register_kernel("synchronize", "torch")

@@ -35,7 +35,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from sparseopt import prune as core_prune
 from sparseopt.backend import as_numpy, namespace, numpy_path, synchronize, zero
-from sparseopt.layer import layer_loss, masked_gd, methods
+from sparseopt.layer import check_refine_steps, layer_loss, masked_gd, masked_optimum, methods
 from sparseopt.layer.loss import base_loss, check_hessian, gamma_max
 from sparseopt.patterns import NM, TopK
 from sparseopt.result import Result
@@ -58,9 +58,11 @@ class PruneSettings:
     ----------
     pattern : NM or TopK, default NM(2, 4)
         Pattern along each weight row (the input dimension).
-    refine_steps : int, default 0
-        Masked gradient steps after the method ("+GD", prox24-kubler eq. 5). The records hold
-        the loss before and after them; with ``out`` both weights are saved.
+    refine_steps : int or "exact", default 0
+        Masked gradient steps after the method ("+GD", prox24-kubler eq. 5); ``"exact"``:
+        the masked least-squares optimum instead (:func:`sparseopt.layer.masked_optimum`,
+        its solver, iterations and final relative gradient in each record's ``info``). The
+        records hold the loss before and after; with ``out`` both weights are saved.
     sequential : bool, default False
         False: every Hessian comes from the dense model (prox24-kubler App. D.1): a block's
         outputs are computed by the dense block. True: a block's outputs are computed by the
@@ -102,7 +104,7 @@ class PruneSettings:
     """
 
     pattern: object = field(default_factory=lambda: NM(2, 4))
-    refine_steps: int = 0
+    refine_steps: int | str = 0
     sequential: bool = False
     modules: object = None
     blocks: str | None = None
@@ -151,7 +153,7 @@ class LayerRecord:
     rel_loss_gd: float
     time: float
     time_gd: float
-    refine_steps: int
+    refine_steps: int | str
     info: dict = field(default_factory=dict)
 
 
@@ -201,7 +203,7 @@ class ModelPruneResult(Result):
 
     def to_markdown(self) -> str:
         s = self.settings
-        gd = s["refine_steps"] > 0
+        gd = s["refine_steps"] != 0
         lines = [f"method `{s['method']}`, pattern {s['pattern']}, "
                  f"{'sequential' if s['sequential'] else 'independent'} Hessians, "
                  f"refine_steps {s['refine_steps']}", ""]
@@ -276,10 +278,10 @@ def _prune_layer(W_t, H_t, method, pattern, refine_steps, options, mask=None):
             raise ValueError(f"masks: shape {tuple(mask.shape)} does not match the weight "
                              f"{tuple(W_star.shape)}")
     if not numpy_path(W_star):
-        step = _gd_step(H_t, H) if refine_steps > 0 else None
+        step = _gd_step(H_t, H) if refine_steps not in (0, "exact") else None
         return _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask, step)
     H = as_numpy(H)
-    step = _gd_step(H_t, H) if refine_steps > 0 else None
+    step = _gd_step(H_t, H) if refine_steps not in (0, "exact") else None
     out = _prune_arrays(as_numpy(W_star), H, method, pattern, refine_steps, options,
                         None if mask is None else as_numpy(mask), step)
     return {key: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
@@ -303,9 +305,14 @@ def _prune_arrays(W_star, H, method, pattern, refine_steps, options, mask, gd_st
         base = info.pop("base_loss")
     out = {"W_nogd": W, "loss": loss, "time": t_method, "info": info, "base_loss": base,
            "W": W, "loss_gd": loss, "time_gd": 0.0}
-    if refine_steps > 0:
+    if refine_steps != 0:
         t0 = time.perf_counter()
-        W_gd = masked_gd(W, W_star, H, M, int(refine_steps), gd_step, assume_psd=True)
+        if refine_steps == "exact":
+            W_gd, rinfo = masked_optimum(W, W_star, H, M, assume_psd=True)
+            info.update({f"refine_{k}": rinfo[k] for k in ("solver", "iterations", "rel_grad",
+                                                           "converged")})
+        else:
+            W_gd = masked_gd(W, W_star, H, M, int(refine_steps), gd_step, assume_psd=True)
         synchronize(W_gd)
         out.update(W=W_gd, time_gd=time.perf_counter() - t0,
                    loss_gd=layer_loss(W_gd, W_star, H))
@@ -318,9 +325,7 @@ def _check_args(method, pattern, refine_steps, on_indivisible, calibration):
                          f"{method!r}")
     if not isinstance(pattern, (NM, TopK)):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
-    if isinstance(refine_steps, bool) or not isinstance(refine_steps, (int, np.integer)) \
-            or refine_steps < 0:
-        raise ValueError(f"refine_steps must be a non-negative integer, got {refine_steps!r}")
+    check_refine_steps(refine_steps)
     if on_indivisible not in ("error", "skip"):
         raise ValueError(f"on_indivisible must be 'error' or 'skip', got {on_indivisible!r}")
     if len(calibration) == 0:
@@ -456,7 +461,8 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
             raise ValueError(f"masks has no mask for layer(s) {missing}")
     compute = _compute_device(model, device)
     run_json = {
-        "method": method, "pattern": _pattern_str(pattern), "refine_steps": int(refine_steps),
+        "method": method, "pattern": _pattern_str(pattern),
+        "refine_steps": check_refine_steps(refine_steps),
         "sequential": bool(sequential), "options": options,
         "hessian_dtype": str(hessian_dtype), "layers": list(layers),
         "calibration_sha256": fingerprint(calibration),
@@ -527,7 +533,7 @@ def prune_model(model, calibration, method="prox", settings=None, *, options=Non
                     W_saved = get_weight(mod).to("cpu").clone()
                     # with +BR, W_nogd is the method's weights before every refinement
                     W_nogd = res["W_nogd"].to(device="cpu", dtype=W_saved.dtype) \
-                        if refine_steps > 0 or reconstruct else None
+                        if refine_steps != 0 or reconstruct else None
                     if reconstruct:
                         pending.append((rec, mod, W_nogd))
                     else:
@@ -835,4 +841,5 @@ def _record(name, block, mod, method, n_tokens, res, refine_steps):
         n_tokens=int(n_tokens), base_loss=base, loss=float(res["loss"]),
         rel_loss=rel(float(res["loss"])), loss_gd=float(res["loss_gd"]),
         rel_loss_gd=rel(float(res["loss_gd"])), time=float(res["time"]),
-        time_gd=float(res["time_gd"]), refine_steps=int(refine_steps), info=res["info"])
+        time_gd=float(res["time_gd"]), refine_steps=check_refine_steps(refine_steps),
+        info=res["info"])

@@ -19,12 +19,13 @@ from ..backend import namespace, synchronize, zero
 from ..patterns import NM
 from ..validation import check_bool, check_int
 from .loss import base_loss, check_layer, gamma_max, layer_loss, masked_gd, _masked_gd
+from .refine import _masked_optimum, masked_optimum
 from .registry import LayerMethod, get_method, methods, register
 from .result import PruneResult
 
-__all__ = ["prune", "PruneResult", "layer_loss", "masked_gd", "gamma_max", "methods",
-           "register", "get_method", "LayerMethod", "PAPER_REFINE_STEPS", "COMMON_HISTORY_KEYS",
-           "ONE_SHOT"]
+__all__ = ["prune", "PruneResult", "layer_loss", "masked_gd", "masked_optimum", "gamma_max",
+           "methods", "register", "get_method", "LayerMethod", "PAPER_REFINE_STEPS",
+           "COMMON_HISTORY_KEYS", "ONE_SHOT", "EXACT", "EXACT_TOL", "check_refine_steps"]
 
 #: History keys of every :class:`PruneResult` (float64 arrays, empty where they do not
 #: apply): ``objective`` (local loss of each iterate) and ``time`` of the method's own
@@ -36,6 +37,30 @@ ONE_SHOT = "one-shot (no iterations)"
 
 #: Masked gradient steps after freezing the mask in prox24-kubler's "+GD" runs (Sec. 4).
 PAPER_REFINE_STEPS = 1000
+
+#: ``refine_steps=EXACT``: "+GD" solved to the masked least-squares optimum
+#: (:func:`masked_optimum`) instead of a fixed number of eq.-5 steps.
+EXACT = "exact"
+
+#: Relative masked gradient norm at which ``refine_steps="exact"`` stops
+#: (:func:`masked_optimum`'s ``tol``).
+EXACT_TOL = 1e-6
+
+
+def check_refine_steps(refine_steps):
+    """``refine_steps`` checked: a non-negative int (eq.-5 steps) or ``"exact"``, returned
+    (the int as a Python int); ValueError naming it otherwise. Whether any refinement runs
+    is ``refine_steps != 0``."""
+    if isinstance(refine_steps, str):
+        if refine_steps == EXACT:
+            return EXACT
+    else:
+        try:
+            return check_int(refine_steps, "refine_steps", minimum=0)
+        except ValueError:
+            pass
+    raise ValueError(f"refine_steps must be a non-negative integer or {EXACT!r}, got "
+                     f"{refine_steps!r}")
 
 
 def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=False,
@@ -59,9 +84,12 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     pattern : NM or TopK, default NM(2, 4)
         Sparsity pattern along the rows. ``d_in`` must be divisible by ``pattern.m``.
         ``"magnitude"``, ``"wanda"`` and ``"maiht"`` also accept ``TopK`` (per-row top-k).
-    refine_steps : int, default 0
+    refine_steps : int or "exact", default 0
         Masked gradient steps (eq. 5, step 1/(2 gamma_max(H))) after the method ("+GD");
-        the paper uses :data:`PAPER_REFINE_STEPS` = 1000.
+        the paper uses :data:`PAPER_REFINE_STEPS` = 1000. ``"exact"``: the minimizer of the
+        loss on the method's mask instead (:func:`masked_optimum`, relative masked gradient
+        norm :data:`EXACT_TOL`; ``info`` records ``refine_solver``, ``refine_iterations``,
+        ``refine_rel_grad``, ``refine_converged``).
     assume_psd : bool, default False
         Skip the positive-semidefiniteness test of ``H`` (one Cholesky factorisation of a
         d_in x d_in float64 copy): only for an H that is PSD by construction, such as the
@@ -113,9 +141,9 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     if not isinstance(pattern, spec.patterns):
         kinds = " and ".join(p.__name__ for p in spec.patterns)
         raise ValueError(f"{spec.name} supports {kinds} patterns only, got pattern={pattern!r}")
-    refine_steps = check_int(refine_steps, "refine_steps", minimum=0)
+    refine_steps = check_refine_steps(refine_steps)
     check_bool(assume_psd, "assume_psd")
-    psd = (spec.psd or refine_steps > 0) and not assume_psd
+    psd = (spec.psd or refine_steps != 0) and not assume_psd
     W_star, Hs = check_layer(W, H, pattern, name="W", psd=psd)
     xp = namespace(W_star, Hs)
 
@@ -132,7 +160,12 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     # method has no iterations (empty curves), a run without +GD an empty refine_loss
     for key in COMMON_HISTORY_KEYS:
         history.setdefault(key, np.empty(0))
-    if refine_steps > 0:
+    if refine_steps == EXACT:
+        W_out, rinfo = _masked_optimum(W_out, W_star, Hs, mask, EXACT_TOL, None, "auto")
+        history["refine_loss"] = rinfo["losses"]  # the start's, then after each iteration
+        info.update(refine_solver=rinfo["solver"], refine_iterations=rinfo["iterations"],
+                    refine_rel_grad=rinfo["rel_grad"], refine_converged=rinfo["converged"])
+    elif refine_steps > 0:
         g = gamma_max(Hs)
         if g > 0:
             W_out, losses = _masked_gd(W_out, W_star, Hs, mask, refine_steps,

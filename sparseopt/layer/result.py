@@ -51,7 +51,7 @@ class PruneResult(Result):
         The part of ``time`` before the refinement: the method alone, until its mask.
     method : str
         Name of the method (``"wanda"``, ``"prox"``, ..., or the callable's ``__name__``);
-        whether masked gradient refinement ("+GD") ran is ``info["refine_steps"] > 0``.
+        whether masked gradient refinement ("+GD") ran is ``info["refine_steps"] != 0``.
     info : dict
         Method details (options in force, stop reason, ...).
     """
