@@ -111,7 +111,9 @@ def main(argv=None):
                    help="methods to run in sequential mode too (e.g. sparsegpt prox)")
     p.add_argument("--n-calib", type=int, default=64)
     p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--refine-steps", type=int, default=100, help="+GD steps (0: none)")
+    p.add_argument("--refine-steps", default="100",
+                   help="+GD: masked gradient steps (0: none) or 'exact' (the masked "
+                        "least-squares optimum)")
     p.add_argument("--device", default=None)
     p.add_argument("--cache", default=os.path.join("runs", "real_lm"))
     p.add_argument("--texts", default=None, help="folder holding the gensim test texts")
