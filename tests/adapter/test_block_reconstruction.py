@@ -88,7 +88,8 @@ def test_masks_fixed_and_error_decreases(tmp_path, dtype, sequential):
     for rec in res.records:
         if rec.block == "model.layers.0":
             with torch.no_grad():
-                find_layers(start, [rec.name])[rec.name].weight.copy_(_saved(out, rec.name)["W_nogd"])
+                W0 = _saved(out, rec.name)["W_nogd"]
+                find_layers(start, [rec.name])[rec.name].weight.copy_(W0)
     b0 = res.blocks[0]
     assert b0.error_start == pytest.approx(_block0_error(start, dense, batches), rel=1e-4)
     assert b0.error_end == pytest.approx(_block0_error(model, dense, batches), rel=1e-4)
