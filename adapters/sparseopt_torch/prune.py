@@ -44,7 +44,7 @@ from .blocks import Activations, capture_inputs, find_blocks, return_freed_memor
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
 from .layers import find_layers, get_weight, parse_device, set_weight
-from .reconstruct import BlockRecord, reconstruct_block
+from .reconstruct import BLOCK_LR, BlockRecord, reconstruct_block
 from .rundir import (create_run, fingerprint, fingerprint_weights, load_block, load_pruned,
                      open_run, save_block, save_layer, write_json, write_text)
 
@@ -99,8 +99,8 @@ class PruneSettings:
         outputs on its cached inputs, masks fixed, after the layers are pruned (and +GD).
         0: none. Needs a list of blocks (not ``blocks="model"``) and collected Hessians
         (not ``hessians=``).
-    block_lr : float, default 1e-4
-        Adam's learning rate of block reconstruction.
+    block_lr : float, default 1e-3
+        Adam's learning rate of block reconstruction (``reconstruct.BLOCK_LR``).
     """
 
     pattern: object = field(default_factory=lambda: NM(2, 4))
@@ -117,7 +117,7 @@ class PruneSettings:
     resume: bool = True
     progress: bool | None = None
     block_steps: int = 0
-    block_lr: float = 1e-4
+    block_lr: float = BLOCK_LR
 
     @classmethod
     def of(cls, settings=None, fields=None):
