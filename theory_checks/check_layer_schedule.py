@@ -38,8 +38,11 @@ becomes 2:4 (a prox that does not reach exact sparsity at a finite lambda).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from sparseopt.layer.prox import SCHEDULES
 from sparseopt.problems import fig2_problem
 from sparseopt.threads import one_thread
 from theory_checks._report import claim, figure, header, savefig, verdict
@@ -83,7 +86,8 @@ def run(out_dir, quick=False):
             for ib, beta in enumerate(betas):
                 with one_thread():  # one-row problem: threads only oversubscribe
                     res = prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=1000,
-                                lam_tilde=lt, beta=beta, max_iter=MAX_ITER, schedule="paper")
+                                lam_tilde=lt, max_iter=MAX_ITER,
+                                schedule=replace(SCHEDULES["paper"], beta=beta))
                 nit[il, ib, js] = res.info["nit"]
                 rel[il, ib, js] = res.rel_loss
                 rel_nogd[il, ib, js] = res.history["refine_loss"][0] / base
@@ -115,7 +119,7 @@ def run(out_dir, quick=False):
     # Claim 1: scale-equivariance of the eq. 15 schedule.
     W, H = fig2_problem(d, alpha, seed=seeds[0])
     kw = dict(method="prox", pattern=NM(2, 4), refine_steps=1000, lam_tilde=lam_tildes[-1],
-              beta=betas[1], max_iter=MAX_ITER, schedule="paper")
+              max_iter=MAX_ITER, schedule=replace(SCHEDULES["paper"], beta=betas[1]))
     with one_thread():
         ref = prune(W, H, **kw)
     scale_err, scale_ok = 0.0, True
