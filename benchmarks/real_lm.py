@@ -25,6 +25,7 @@ For every method, one child process runs::
 
     sparseopt prune --model MODEL --out RUN --method M --calibration lee_background.cor
         --n-calib N --seq-len L --refine-steps R [--device D] [--sequential]
+        [--block-steps S --block-lr LR]   (with --block-steps S: a second run with +BR)
 
 (its wall time is the method's whole time; its peak resident memory is read by the child
 itself), then ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and
@@ -88,13 +89,17 @@ def text_files(cache, texts=None):
     return calibration, held_out
 
 
-def prune(model, out, method, calib, args, sequential=False):
-    """One ``sparseopt prune`` in a child process: (whole seconds, peak RSS in GiB)."""
+def prune(model, out, method, calib, args, sequential=False, block=False):
+    """One ``sparseopt prune`` in a child process: (whole seconds, peak RSS in GiB);
+    ``block``: with +BR (``--block-steps``)."""
     cmd = [sys.executable, "-c", _CHILD, "prune", "--model", model, "--out", out, "--method",
            method, "--calibration", calib, "--n-calib", str(args.n_calib), "--seq-len",
            str(args.seq_len), "--refine-steps", str(args.refine_steps)]
     cmd += ["--device", args.device] if args.device else []
     cmd += ["--sequential"] if sequential else []
+    if block:
+        cmd += ["--block-steps", str(args.block_steps)]
+        cmd += ["--block-lr", str(args.block_lr)] if args.block_lr is not None else []
     t0 = time.perf_counter()
     done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -112,6 +117,10 @@ def main(argv=None):
     p.add_argument("--n-calib", type=int, default=64)
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--refine-steps", type=int, default=100, help="+GD steps (0: none)")
+    p.add_argument("--block-steps", type=int, default=0,
+                   help="also run every method with +BR (block reconstruction) of this many "
+                        "Adam steps per block (rows <method>+GD+BR); 0: none")
+    p.add_argument("--block-lr", type=float, default=None, help="+BR learning rate")
     p.add_argument("--device", default=None)
     p.add_argument("--cache", default=os.path.join("runs", "real_lm"))
     p.add_argument("--texts", default=None, help="folder holding the gensim test texts")
@@ -133,20 +142,31 @@ def main(argv=None):
     saved_costs = json.load(open(costs_file)) if os.path.exists(costs_file) else {}
     costs = {}
     jobs = [(m, False) for m in args.methods] + [(m, True) for m in args.sequential]
+    br = [False] + ([True] if args.block_steps > 0 else [])
+    # +BR runs go to their own folder (tag -br<steps>[-lr<lr>]); their one-shot rows repeat
+    # the plain runs' (the same weights) and are left out
+    br_tag = f"-br{args.block_steps}" + (f"-lr{args.block_lr:g}" if args.block_lr else "")
+
+    def folder(seq, b):
+        return out + ("-sequential" if seq else "") + (br_tag if b else "")
+
     for method, sequential in jobs:
-        run_out = out + ("-sequential" if sequential else "")
-        label = method + (" (sequential)" if sequential else "")
-        if label not in saved_costs:
-            print(f"[real_lm] prune {label}", flush=True)
-            saved_costs[label] = prune(model, run_out, method, calib, args, sequential)
-            with open(costs_file + ".tmp", "w") as fh:
-                json.dump(saved_costs, fh, indent=1)
-            os.replace(costs_file + ".tmp", costs_file)
-        # None: a run made before the figures were kept (its whole time is not known)
-        costs[(method, sequential)] = tuple(saved_costs[label] or (None, None))
+        for b in br:
+            label = method + (" (sequential)" if sequential else "") + (
+                f" +BR{br_tag}" if b else "")
+            if label not in saved_costs:
+                print(f"[real_lm] prune {label}", flush=True)
+                saved_costs[label] = prune(model, folder(sequential, b), method, calib, args,
+                                           sequential, b)
+                with open(costs_file + ".tmp", "w") as fh:
+                    json.dump(saved_costs, fh, indent=1)
+                os.replace(costs_file + ".tmp", costs_file)
+            # None: a run made before the figures were kept (its whole time is not known)
+            costs[(method + ("+BR" if b else ""), sequential)] = tuple(
+                saved_costs[label] or (None, None))
     rows = []
-    for seq in sorted({s for _, s in jobs}):
-        run_out = out + ("-sequential" if seq else "")
+    for seq, b in sorted({(s, b) for _, s in jobs for b in br}):
+        run_out = folder(seq, b)
         cmd = [sys.executable, "-m", "sparseopt.cli", "eval", run_out, "--text", held_out,
                "--seq-len", str(args.seq_len)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
@@ -155,7 +175,9 @@ def main(argv=None):
             saved = json.load(fh)
         evaluation = saved["evaluation"]
         for r in saved["rows"]:
-            method = r["run"].removesuffix("+GD")
+            if b and not r["run"].endswith("+BR"):
+                continue  # dense and the one-shot rows: those of the plain runs
+            method = r["run"].removesuffix("+BR").removesuffix("+GD") + ("+BR" if b else "")
             if r["run"] == "dense" and seq:
                 continue
             whole, rss = costs.get((method, seq), (None, None))
@@ -180,7 +202,8 @@ def main(argv=None):
         fh.write(table)
     with open(os.path.join(args.cache, f"real_lm-{tag}.json"), "w") as fh:
         json.dump({"settings": {"n_calib": args.n_calib, "seq_len": args.seq_len,
-                                "refine_steps": args.refine_steps, "device": args.device},
+                                "refine_steps": args.refine_steps, "device": args.device,
+                                "block_steps": args.block_steps, "block_lr": args.block_lr},
                    "evaluation": evaluation,
                    "rows": [{"run": label, "perplexity": r["perplexity"], "kl": r["kl"],
                              "method_time": r.get("time"), "whole_time": whole,

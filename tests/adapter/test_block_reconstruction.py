@@ -88,7 +88,8 @@ def test_masks_fixed_and_error_decreases(tmp_path, dtype, sequential):
     for rec in res.records:
         if rec.block == "model.layers.0":
             with torch.no_grad():
-                find_layers(start, [rec.name])[rec.name].weight.copy_(_saved(out, rec.name)["W_nogd"])
+                W0 = _saved(out, rec.name)["W_nogd"]
+                find_layers(start, [rec.name])[rec.name].weight.copy_(W0)
     b0 = res.blocks[0]
     assert b0.error_start == pytest.approx(_block0_error(start, dense, batches), rel=1e-4)
     assert b0.error_end == pytest.approx(_block0_error(model, dense, batches), rel=1e-4)
@@ -195,9 +196,15 @@ def test_cli_block_steps(tmp_path, capsys):
     """``--block-steps``/``--block-lr``: recorded in run.json, the report holds the blocks,
     eval labels the reconstructed weights +BR; bad values: one line, exit 2."""
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=1)
+    words = "the a model block weight mask layer sparse dense token data text".split()
+    g = torch.Generator().manual_seed(0)
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(" ".join(words[int(i)] for i in torch.randint(
+        len(words), (30,), generator=g)) for _ in range(60)) + "\n")
     out = str(tmp_path / "run")
     base = ["prune", "--model", folder, "--out", out, "--method", "magnitude",
-            "--n-calib", "4", "--seq-len", "16", "--batch-size", "2"]
+            "--calibration", str(text), "--n-calib", "4", "--seq-len", "16",
+            "--batch-size", "2"]
     for bad, match in ((["--block-steps", "-1"], "--block-steps must be a non-negative"),
                        (["--block-steps", "3", "--block-lr", "0"], "--block-lr must be a "
                                                                   "positive number")):
@@ -212,7 +219,7 @@ def test_cli_block_steps(tmp_path, capsys):
     assert (run["block_steps"], run["block_lr"]) == (3, 1e-3)
     report = json.load(open(os.path.join(out, "magnitude", "report.json")))
     assert [b["name"] for b in report["blocks"]] == ["model.layers.0"]
-    assert main(["eval", out]) == 0
+    assert main(["eval", out, "--text", str(text), "--max-tokens", "200"]) == 0
     rows = json.load(open(os.path.join(out, "comparison.json")))["rows"]
     assert [r["run"] for r in rows] == ["dense", "magnitude", "magnitude+BR"]
     # a rerun with another learning rate is refused, naming it
