@@ -90,7 +90,7 @@ def add_prune(subparsers) -> None:
                             "fitting the kept weights of the block to the dense block's "
                             "outputs, masks fixed; 0: none (default 0)")
     prune.add_argument("--block-lr", type=float, default=None,
-                       help="+BR: Adam's learning rate (default 1e-4)")
+                       help="+BR: Adam's learning rate (default 1e-3)")
     prune.add_argument("--seed", type=int, default=0, help="seed of the data split and sampling")
     prune.add_argument("--batch-size", type=int, default=None,
                        help="sequences per forward pass (default 1; minilm: 16)")
