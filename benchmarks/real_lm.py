@@ -117,7 +117,9 @@ def main(argv=None):
                    help="methods to run in sequential mode too (e.g. sparsegpt prox)")
     p.add_argument("--n-calib", type=int, default=64)
     p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--refine-steps", type=int, default=100, help="+GD steps (0: none)")
+    p.add_argument("--refine-steps", default="100",
+                   help="+GD: masked gradient steps (0: none) or 'exact' (the masked "
+                        "least-squares optimum)")
     p.add_argument("--block-steps", type=int, default=0,
                    help="also run every method with +BR (block reconstruction) of this many "
                         "Adam steps per block (rows <method>+GD+BR); 0: none")

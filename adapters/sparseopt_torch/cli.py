@@ -24,6 +24,7 @@ from sparseopt.cli import add_method_argument
 from sparseopt.layer import methods
 
 from .hf import PRESETS, PROXSPARSE, VARIANTS
+from .reconstruct import BLOCK_LR, BLOCK_STEPS
 
 __all__ = ["add_prune", "add_eval", "add_export", "run_prune", "run_eval", "run_export"]
 
@@ -85,12 +86,14 @@ def add_prune(subparsers) -> None:
                        help="masked gradient steps after each method (+GD); 0: none "
                             "(default 0; minilm: 100); 'exact': the masked least-squares "
                             "optimum instead (sparseopt.layer.masked_optimum)")
-    prune.add_argument("--block-steps", type=int, default=0,
-                       help="block reconstruction (+BR) after each block's layers: Adam steps "
-                            "fitting the kept weights of the block to the dense block's "
-                            "outputs, masks fixed; 0: none (default 0)")
+    prune.add_argument("--block-steps", type=int, nargs="?", default=0, const=BLOCK_STEPS,
+                       metavar="N",
+                       help="block reconstruction (+BR) after each block's layers: N Adam "
+                            "steps fitting the kept weights of the block to the dense block's "
+                            f"outputs, masks fixed (N default {BLOCK_STEPS}); without the "
+                            "option: none")
     prune.add_argument("--block-lr", type=float, default=None,
-                       help="+BR: Adam's learning rate (default 1e-3)")
+                       help=f"+BR: Adam's learning rate (default {BLOCK_LR:g})")
     prune.add_argument("--seed", type=int, default=0, help="seed of the data split and sampling")
     prune.add_argument("--batch-size", type=int, default=None,
                        help="sequences per forward pass (default 1; minilm: 16)")

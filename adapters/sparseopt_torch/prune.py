@@ -45,7 +45,7 @@ from .blocks import Activations, capture_inputs, find_blocks, return_freed_memor
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
 from .layers import find_layers, get_weight, parse_device, set_weight
-from .reconstruct import BlockRecord, reconstruct_block
+from .reconstruct import BLOCK_LR, BlockRecord, reconstruct_block
 from .rundir import (create_run, fingerprint, fingerprint_weights, load_block, load_pruned,
                      open_run, save_block, save_layer, write_json, write_text)
 
@@ -101,8 +101,7 @@ class PruneSettings:
         0: none. Needs a list of blocks (not ``blocks="model"``) and collected Hessians
         (not ``hessians=``).
     block_lr : float, default 1e-3
-        Adam's learning rate of block reconstruction (the best of 1e-4, 3e-4, 1e-3, 3e-3 on
-        tiny random Llamas of hidden size 32 and 256, see docs/adapter.md "+BR").
+        Adam's learning rate of block reconstruction (``reconstruct.BLOCK_LR``).
     """
 
     pattern: object = field(default_factory=lambda: NM(2, 4))
@@ -119,7 +118,7 @@ class PruneSettings:
     resume: bool = True
     progress: bool | None = None
     block_steps: int = 0
-    block_lr: float = 1e-3
+    block_lr: float = BLOCK_LR
 
     @classmethod
     def of(cls, settings=None, fields=None):

@@ -238,3 +238,13 @@ def test_cli_block_steps(tmp_path, capsys):
     # a rerun with another learning rate is refused, naming it
     with pytest.raises(SystemExit, match=r"block_lr \(saved 0.001, now 0.01\)"):
         main(base + ["--block-steps", "3", "--block-lr", "1e-2"])
+
+
+def test_cli_block_steps_alone_means_the_default():
+    from sparseopt.cli import _parser
+    from sparseopt_torch.reconstruct import BLOCK_STEPS
+
+    base = ["prune", "--out", "x", "--method", "magnitude"]
+    assert _parser("prune").parse_args(base).block_steps == 0
+    assert _parser("prune").parse_args(base + ["--block-steps"]).block_steps == BLOCK_STEPS
+    assert _parser("prune").parse_args(base + ["--block-steps", "7"]).block_steps == 7
