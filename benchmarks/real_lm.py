@@ -6,6 +6,7 @@ Usage::
     python benchmarks/real_lm.py --methods sparsegpt prox --n-calib 16
     python benchmarks/real_lm.py --quick                          # 2 methods, 8 x 128 tokens
     python benchmarks/real_lm.py --methods sparsegpt prox proxsparse  # proxsparse: its defaults
+    python benchmarks/real_lm.py --methods wanda sparsegpt --block-steps 50   # + rows with +BR
 
 The model is SmolLM2-135M-Instruct (Llama architecture, 30 blocks, hidden 576, grouped-query
 attention 9/3 heads, tied embeddings), shipped as a Q4_1 GGUF file by the PyPI wheel

@@ -16,7 +16,6 @@ on stderr and exit status 2; a traceback means a bug.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import tempfile
@@ -222,10 +221,12 @@ def run_prune(args) -> int:
 
 def _run_prune(args):
     from .hf import Experiment, _check_proxsparse, parse_pattern, prune_folder, resolve_model
-    from .prune import PruneSettings
+    from .prune import PruneSettings, check_block_settings
 
     for name in ("n_calib", "seq_len", "batch_size", "workers", "proxsparse_steps"):
         _positive("prune", name.replace("_", "-"), getattr(args, name))
+    check_block_settings(args.block_steps, PruneSettings.block_lr if args.block_lr is None
+                         else args.block_lr, names=("--block-steps", "--block-lr"))
     if "proxsparse" in (args.method or ()):  # before a .gguf file is materialized
         _check_proxsparse(parse_pattern(args.pattern), args.offload,
                           args.workers is not None or args.scheduler is not None)
@@ -239,10 +240,6 @@ def _run_prune(args):
         encoding=args.encoding,
         **{**preset.get("experiment", {}), **{k: v for k, v in given.items() if v is not None}})
     refine = args.refine_steps if args.refine_steps is not None else preset.get("refine_steps", 0)
-    if args.block_steps < 0:
-        _fail("prune", f"--block-steps must be a non-negative integer, got {args.block_steps}")
-    if args.block_lr is not None and not (math.isfinite(args.block_lr) and args.block_lr > 0):
-        _fail("prune", f"--block-lr must be a positive number, got {args.block_lr}")
     block = {"block_steps": args.block_steps}
     if args.block_lr is not None:
         block["block_lr"] = args.block_lr

@@ -39,6 +39,7 @@ from sparseopt.layer import check_refine_steps, layer_loss, masked_gd, masked_op
 from sparseopt.layer.loss import base_loss, check_hessian, gamma_max
 from sparseopt.patterns import NM, TopK
 from sparseopt.result import Result
+from sparseopt.validation import check_int, check_real
 
 from .blocks import Activations, capture_inputs, find_blocks, return_freed_memory, run_block
 from .distributed import LayerJob
@@ -766,14 +767,16 @@ class _Stream:
                 acts.close()
 
 
+def check_block_settings(block_steps, block_lr, names=("block_steps", "block_lr")):
+    """(block_steps, block_lr) as (int >= 0, finite float > 0); ValueError naming the bad
+    one (``names``: how the caller calls them, e.g. the CLI's options)."""
+    return (check_int(block_steps, names[0], minimum=0),
+            check_real(block_lr, names[1], positive=True))
+
+
 def _check_block_args(block_steps, block_lr, prefix, hessians):
     """ValueError for block reconstruction settings that are bad or cannot apply."""
-    if isinstance(block_steps, bool) or not isinstance(block_steps, (int, np.integer)) \
-            or block_steps < 0:
-        raise ValueError(f"block_steps must be a non-negative integer, got {block_steps!r}")
-    if isinstance(block_lr, bool) or not isinstance(block_lr, (int, float)) \
-            or not np.isfinite(block_lr) or block_lr <= 0:
-        raise ValueError(f"block_lr must be a positive finite number, got {block_lr!r}")
+    check_block_settings(block_steps, block_lr)
     if block_steps > 0 and not prefix:
         raise ValueError("block_steps (block reconstruction) needs a list of blocks, not "
                          "blocks='model'")

@@ -117,6 +117,16 @@ def test_an_unmasked_step_is_caught(monkeypatch):
                     progress=False)
 
 
+def test_without_the_masking_the_pattern_check_fails(monkeypatch):
+    """Mutation: with the re-masking and the per-step check both removed, Adam moves pruned
+    weights off zero and the 2:4 check after the block's fit refuses the result."""
+    monkeypatch.setattr(reconstruct_mod, "_mask_", lambda tensors, masks: None)
+    monkeypatch.setattr(reconstruct_mod, "_check_masks", lambda *args: None)
+    with pytest.raises(RuntimeError, match="left layer .* off the pattern 2:4"):
+        prune_model(_llama(1), _batches(), method="magnitude", block_steps=2, block_lr=LR,
+                    progress=False)
+
+
 @pytest.mark.parametrize("sequential", [False, True])
 def test_resume_after_an_interruption_is_bit_identical(tmp_path, sequential, monkeypatch):
     """Stopped after block 1's reconstructed layers were saved but before its record: the
@@ -181,10 +191,11 @@ def test_without_block_steps_nothing_changes(tmp_path):
 
 
 @pytest.mark.parametrize("fields, match", [
-    ({"block_steps": -1}, "block_steps must be a non-negative integer"),
-    ({"block_steps": 2.5}, "block_steps must be a non-negative integer"),
-    ({"block_steps": 2, "block_lr": 0.0}, "block_lr must be a positive finite number"),
-    ({"block_steps": 2, "block_lr": float("nan")}, "block_lr must be a positive finite"),
+    ({"block_steps": -1}, "block_steps must be >= 0"),
+    ({"block_steps": 2.5}, "block_steps must be an integer"),
+    ({"block_steps": 2, "block_lr": 0.0}, "block_lr must be finite and > 0"),
+    ({"block_steps": 2, "block_lr": float("nan")}, "block_lr must be finite and > 0"),
+    ({"block_steps": True}, "block_steps must be an integer"),
     ({"block_steps": 2, "blocks": "model"}, "needs a list of blocks"),
 ])
 def test_bad_settings_are_refused(fields, match):
@@ -205,9 +216,11 @@ def test_cli_block_steps(tmp_path, capsys):
     base = ["prune", "--model", folder, "--out", out, "--method", "magnitude",
             "--calibration", str(text), "--n-calib", "4", "--seq-len", "16",
             "--batch-size", "2"]
-    for bad, match in ((["--block-steps", "-1"], "--block-steps must be a non-negative"),
-                       (["--block-steps", "3", "--block-lr", "0"], "--block-lr must be a "
-                                                                  "positive number")):
+    for bad, match in ((["--block-steps", "-1"], "--block-steps must be >= 0"),
+                       (["--block-steps", "3", "--block-lr", "0"], "--block-lr must be finite "
+                                                                  "and > 0"),
+                       (["--block-steps", "3", "--block-lr", "inf"], "--block-lr must be "
+                                                                    "finite and > 0")):
         capsys.readouterr()
         with pytest.raises(SystemExit, match=match) as exc:
             main(base + bad)
