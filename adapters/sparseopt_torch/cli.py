@@ -182,6 +182,10 @@ def add_finetune(subparsers) -> None:
                          f"(default {default.temperature:g}: the KL that eval reports)")
     ft.add_argument("--seed", type=int, default=None,
                     help=f"seed of the batch order (default {default.seed})")
+    ft.add_argument("--name", default=None,
+                    help="folder name of the new run in OUT, its row in eval (default "
+                         "<run>+FT, e.g. prox+GD+FT; e.g. prox+GD+FT30m beside a 10-minute "
+                         "prox+GD+FT10m)")
     ft.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
     ft.set_defaults(handler=run_finetune)
 
@@ -392,7 +396,7 @@ def _run_finetune(args):
         parse_device(args.device)
     given = {k: getattr(args, k) for k in ("lr", "steps", "minutes", "temperature", "seed")
              if getattr(args, k) is not None}
-    target = finetune(args.run, FinetuneSettings(**given), device=args.device)
+    target = finetune(args.run, FinetuneSettings(**given), name=args.name, device=args.device)
     with open(os.path.join(target, FINETUNE_RECORD)) as fh:
         info = json.load(fh)["info"]
     print(f"finetuned {info['steps']} steps in {info['time']:.1f} s: KL to the dense model on "

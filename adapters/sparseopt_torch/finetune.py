@@ -158,7 +158,22 @@ def _source(run):
     return label, "gd" if gd or br else "nogd"
 
 
-def finetune(run, settings=None, *, device=None, progress=None,
+def _run_name(out, name):
+    """``name`` if it can name a finetuned run in ``out``: a plain folder name that is free or
+    holds a finetuned run (finished or not); ValueError otherwise."""
+    if not isinstance(name, str) or not name or name in (".", "..") \
+            or any(sep and sep in name for sep in (os.sep, os.altsep)):
+        raise ValueError(f"name must be a folder name (no path), got {name!r}")
+    path = os.path.join(out, name)
+    if os.path.exists(os.path.join(path, "run.json")) \
+            and not os.path.exists(os.path.join(path, FINETUNE_RECORD)):
+        raise ValueError(f"{path!r} holds a run of `sparseopt prune`: choose another name")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{path!r} exists and is not a folder: choose another name")
+    return name
+
+
+def finetune(run, settings=None, *, name=None, device=None, progress=None,
              checkpoint_every=None) -> str:
     """Masked distillation of a pruned run into the new run ``OUT/<label>+FT``.
 
@@ -169,6 +184,10 @@ def finetune(run, settings=None, *, device=None, progress=None,
         OUT``); its final weights are the start.
     settings : FinetuneSettings, optional
         Learning rate, steps or minutes, temperature, seed (default ``FinetuneSettings()``).
+    name : str, optional
+        The new run's folder name in ``OUT`` (and its row in ``sparseopt eval``), default
+        ``<label>+FT``; e.g. ``prox+GD+FT30m`` to keep runs of two budgets side by side. Not
+        the name of a run of ``sparseopt prune``.
     device : str, optional
         Where the model trains (``cpu``, ``cuda``, ``cuda:1``; default cpu).
     progress : bool, optional
@@ -226,14 +245,14 @@ def finetune(run, settings=None, *, device=None, progress=None,
     label, variant = _source(run)
     out = os.path.dirname(run)
     experiment = Experiment.from_json(read_experiment(out))
-    target = os.path.join(out, label + SUFFIX)
+    target = os.path.join(out, _run_name(out, label + SUFFIX if name is None else name))
     record = {**asdict(settings), "source": label, "source_variant": variant}
     done = os.path.join(target, FINETUNE_RECORD)
     if os.path.isfile(os.path.join(target, "report.json")) and os.path.isfile(done):
         with open(done) as fh:
             check_same(json.load(fh)["settings"], record,
-                       f"{target!r} holds a finetuned run with other settings (remove it to "
-                       "start again)")
+                       f"{target!r} holds a finetuned run with other settings (remove it, or "
+                       "give the new one another name)")
         return target
 
     model, tokenizer, _ = load_model(experiment.model)
@@ -250,6 +269,7 @@ def finetune(run, settings=None, *, device=None, progress=None,
     layers = find_layers(model, names)
     pattern = parse_pattern(saved.get("pattern", experiment.pattern))
     state_path = os.path.join(target, FINETUNE_STATE)
+    created = not os.path.isdir(target)
     os.makedirs(target, exist_ok=True)
     cache = tempfile.mkdtemp(prefix=".dense-logits-", dir=target)
     try:
@@ -281,6 +301,8 @@ def finetune(run, settings=None, *, device=None, progress=None,
     finally:
         teacher = None  # release the memory maps before the files go
         shutil.rmtree(cache, ignore_errors=True)
+        if created and not os.listdir(target):  # refused or failed before a checkpoint
+            os.rmdir(target)
     if os.path.exists(state_path):
         os.remove(state_path)
     return target

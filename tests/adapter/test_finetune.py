@@ -246,9 +246,13 @@ def test_eval_and_export_read_the_finetuned_run(pruned, tmp_path):
 
     out = _copy(pruned, tmp_path)
     assert main(["finetune", os.path.join(out, "wanda"), "--lr", str(LR), "--steps", "4"]) == 0
+    # a second budget beside it, under its own name
+    assert main(["finetune", os.path.join(out, "wanda"), "--lr", str(LR), "--steps", "2",
+                 "--name", "wanda+GD+FT2"]) == 0
     assert main(["eval", out, "--seq-len", "16", "--max-tokens", "256"]) == 0
     rows = {r["run"]: r for r in json.load(open(os.path.join(out, "comparison.json")))["rows"]}
-    assert set(rows) == {"dense", "wanda", "wanda+GD", "wanda+GD+FT"}
+    assert set(rows) == {"dense", "wanda", "wanda+GD", "wanda+GD+FT", "wanda+GD+FT2"}
+    assert rows["wanda+GD+FT"]["kl"] != rows["wanda+GD+FT2"]["kl"]
     assert np.isfinite(rows["wanda+GD+FT"]["perplexity"]) and rows["wanda+GD+FT"]["kl"] > 0
     assert rows["wanda+GD+FT"]["kl"] != rows["wanda+GD"]["kl"]
 
@@ -274,6 +278,8 @@ def test_eval_and_export_read_the_finetuned_run(pruned, tmp_path):
     (["--temperature", "0"], "--temperature must be a positive number, got 0.0"),
     (["--steps", "2", "--minutes", "1"], "give --steps or --minutes, not both"),
     (["--device", "nonsense"], "is not a torch device"),
+    (["--name", "../x"], "name must be a folder name (no path), got '../x'"),
+    (["--name", "wanda"], "holds a run of `sparseopt prune`: choose another name"),
 ])
 def test_bad_arguments_are_one_line_exit_2(pruned, tmp_path, capsys, extra, says):
     out = _copy(pruned, tmp_path)
@@ -284,7 +290,7 @@ def test_bad_arguments_are_one_line_exit_2(pruned, tmp_path, capsys, extra, says
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("sparseopt finetune: "), err
     assert says in err and "Traceback" not in err
-    assert not os.path.exists(os.path.join(out, "wanda+GD+FT"))
+    assert sorted(os.listdir(out)) == sorted(os.listdir(pruned))  # nothing written
 
 
 def test_a_folder_that_is_no_finished_run_is_one_line_exit_2(pruned, tmp_path, capsys):
