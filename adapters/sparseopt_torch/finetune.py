@@ -232,8 +232,8 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
     from .layers import find_layers, get_weight, parse_device
     from .models import is_causal_lm, load_model
     from .proxsparse import _read_state
-    from .rundir import (check_same, fingerprint, fingerprint_weights, load_layer,
-                         load_pruned, read_experiment, read_run, write_json)
+    from .rundir import (check_same, fingerprint, load_layer, load_pruned, read_experiment,
+                         read_run, write_json)
 
     settings = FinetuneSettings() if settings is None else settings
     if not isinstance(settings, FinetuneSettings):
@@ -246,7 +246,11 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
     out = os.path.dirname(run)
     experiment = Experiment.from_json(read_experiment(out))
     target = os.path.join(out, _run_name(out, label + SUFFIX if name is None else name))
-    record = {**asdict(settings), "source": label, "source_variant": variant}
+    # the source's saved weights: a finished or interrupted finetuning of a run that was
+    # pruned again since is refused, not silently kept
+    source = fingerprint(load_layer(run, n)[1] for n in saved["layers"])
+    record = {**asdict(settings), "source": label, "source_variant": variant,
+              "source_sha256": source}
     done = os.path.join(target, FINETUNE_RECORD)
     if os.path.isfile(os.path.join(target, "report.json")) and os.path.isfile(done):
         with open(done) as fh:
@@ -268,7 +272,14 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
     names = list(saved["layers"])
     layers = find_layers(model, names)
     pattern = parse_pattern(saved.get("pattern", experiment.pattern))
+    # what a checkpoint must share with this run to be continued by it
+    run_id = {**record, "layers": {n: list(get_weight(layers[n]).shape) for n in names},
+              "calibration_sha256": fingerprint(batches)}
     state_path = os.path.join(target, FINETUNE_STATE)
+    state = _read_state(state_path)
+    if state is not None:
+        check_same(state["run"], run_id, f"cannot continue the checkpoint {state_path!r} "
+                   "(remove it to start again)")
     created = not os.path.isdir(target)
     os.makedirs(target, exist_ok=True)
     cache = tempfile.mkdtemp(prefix=".dense-logits-", dir=target)
@@ -276,14 +287,6 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
         teacher = dense_logits(model, batches, cache, progress=bool(progress))
         load_pruned(model, run, variant=variant)
         weights = {n: get_weight(layers[n]) for n in names}
-        # what a checkpoint must share with this run to be continued by it
-        run_id = {**record, "layers": {n: list(W.shape) for n, W in weights.items()},
-                  "calibration_sha256": fingerprint(batches),
-                  "start_weights_sha256": fingerprint_weights(layers)}
-        state = _read_state(state_path)
-        if state is not None:
-            check_same(state["run"], run_id, f"cannot continue the checkpoint {state_path!r} "
-                       "(remove it to start again)")
         masks = {n: W.detach() != 0 for n, W in weights.items()}
         bad = [n for n, W in weights.items() if not pattern.satisfied(W.detach())]
         if bad:

@@ -237,6 +237,15 @@ def test_interrupted_run_resumes_bit_identical(pruned, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"steps \(saved 7, now 8\)"):
         main(["finetune", os.path.join(cut, "wanda"), "--lr", str(LR), "--steps", "8",
               "--seed", "3"])
+    # ... and so is a source run whose weights changed since (pruned again)
+    from safetensors.torch import save_file
+
+    path = os.path.join(cut, "wanda", "layers", "model.layers.0.mlp.up_proj.safetensors")
+    tensors = load_file(path)
+    tensors["W"] = tensors["W"] * 0.5
+    save_file(tensors, path)
+    with pytest.raises(SystemExit, match=r"source_sha256 \(saved"):
+        main(["finetune", os.path.join(cut, "wanda"), *argv])
 
 
 def test_eval_and_export_read_the_finetuned_run(pruned, tmp_path):
