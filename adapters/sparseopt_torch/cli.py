@@ -158,16 +158,14 @@ def add_finetune(subparsers) -> None:
     from .finetune import FinetuneSettings
 
     default = FinetuneSettings()
-    ft = subparsers.add_parser(
-        "finetune", help="masked distillation: train the kept weights of a pruned causal LM's "
-                         "run (masks fixed, N:M after every step) to match the dense model's "
-                         "next-token distribution (KL) on the run's calibration sequences; "
-                         "writes the run OUT/<run>+FT (with +GD / +BR in the name where the "
-                         "run has them), which `sparseopt eval OUT` and `sparseopt export` "
-                         "read. The dense logits go to memory-mapped files first (n_calib x "
-                         "seq_len x vocab x 4 bytes of disk in the new run, removed at the "
-                         "end): one model in memory at a time. Resumable (a checkpoint every "
-                         "5 minutes)")
+    what = ("masked distillation: train the kept weights of a pruned causal LM's run (masks "
+            "fixed, N:M after every step) to match the dense model's next-token distribution "
+            "(KL) on the run's calibration sequences; writes the run OUT/<run>+FT (with +GD / "
+            "+BR in the name where the run has them), which `sparseopt eval OUT` and "
+            "`sparseopt export` read. The dense logits go to memory-mapped files first "
+            "(n_calib x seq_len x vocab x 4 bytes of disk in the new run, removed at the "
+            "end): one model in memory at a time. Resumable (a checkpoint every 5 minutes)")
+    ft = subparsers.add_parser("finetune", help=what, description=what)
     ft.add_argument("run", help="a finished run folder of a causal LM, e.g. OUT/prox")
     ft.add_argument("--lr", type=float, default=None,
                     help=f"AdamW's learning rate, constant (default {default.lr:g})")
