@@ -316,6 +316,21 @@ def test_a_folder_that_is_no_finished_run_is_one_line_exit_2(pruned, tmp_path, c
         assert err.count("\n") == 1 and says in err, err
 
 
+def test_a_damaged_checkpoint_is_one_line_exit_2(pruned, tmp_path, capsys):
+    out = _copy(pruned, tmp_path)
+    os.makedirs(os.path.join(out, "wanda+GD+FT"))
+    with open(os.path.join(out, "wanda+GD+FT", "finetune_state.pt"), "wb") as fh:
+        fh.write(b"not a checkpoint")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", os.path.join(out, "wanda"), "--steps", "2"])
+    assert exc.value.code == 2
+    # the last line (before it: the progress bar of transformers' loading of the model)
+    err = capsys.readouterr().err.rstrip("\n").split("\n")[-1]
+    assert err.startswith("sparseopt finetune: ") and "Traceback" not in err, err
+    assert "is not a training checkpoint" in err and err.endswith("remove it to start again")
+
+
 def test_settings_refuse_bad_values():
     from sparseopt_torch.finetune import FinetuneSettings
 
