@@ -362,7 +362,7 @@ def _train(model, layers, names, batches, teacher, masks, settings, state, check
                 loss = distillation_loss(_logits(model, "model", batch), teacher[i],
                                          settings.temperature, batch.get("attention_mask"))
                 if not torch.isfinite(loss.detach()):
-                    raise ValueError(f"finetune: non-finite loss at step {k} (lower --lr)")
+                    raise ValueError(f"non-finite loss at step {k} (try a lower lr)")
                 loss.backward()
                 with torch.no_grad():
                     _mask_([p.grad for p in params], pmasks)
