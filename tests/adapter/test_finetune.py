@@ -180,6 +180,22 @@ def test_masks_never_change_and_the_calibration_kl_goes_down(pruned, pruned64, t
     assert leftovers == []  # the teacher's logits and the checkpoint are gone
 
 
+def test_a_time_budget_trains_until_it_is_spent(pruned, tmp_path):
+    from sparseopt_torch.finetune import FinetuneSettings, finetune
+
+    out = _copy(pruned, tmp_path)
+    source = _weights(os.path.join(out, "wanda"))
+    target = finetune(os.path.join(out, "wanda"), FinetuneSettings(lr=LR, minutes=0.005),
+                      progress=False)
+    record = json.load(open(os.path.join(target, "finetune.json")))
+    assert record["settings"]["minutes"] == 0.005 and record["settings"]["steps"] is None
+    # the steps stop once 0.3 s of training have passed, not before
+    assert record["info"]["time"] >= 0.3
+    assert record["step"] == list(range(record["info"]["steps"]))
+    for name, W in _weights(target).items():
+        assert not W[source[name] == 0].any(), name
+
+
 def test_a_step_that_fills_a_pruned_weight_is_caught(pruned, tmp_path, monkeypatch):
     """Mutation: without masking of the gradients and the weights, AdamW fills pruned weights,
     and the check after the step stops the run before anything is saved."""
