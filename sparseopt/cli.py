@@ -1,8 +1,9 @@
 """Command line: ``sparseopt demo`` and the commands installed packages contribute.
 
 ``demo`` is the core's own command. Other commands come from the ``sparseopt.commands``
-entry point group: the torch adapter (the ``torch`` extra) adds ``prune``, ``eval`` and
-``export``, which prune, evaluate and export transformer models. The core never imports the adapter: it loads the entry points, and only the one of the
+entry point group: the torch adapter (the ``torch`` extra) adds ``prune``, ``eval``,
+``export`` and ``finetune``, which prune, evaluate, export and finetune transformer models.
+The core never imports the adapter: it loads the entry points, and only the one of the
 command that runs (all of them for ``sparseopt --help``).
 
 Before anything loads NumPy, :func:`main` sets the idle-thread settings of OpenBLAS and

@@ -37,3 +37,6 @@ from .distributed import LayerExecutor, LayerJob, run_layer_jobs  # noqa: E402
 __all__ += ["prune_model", "PruneSettings", "ModelPruneResult", "LayerRecord", "load_pruned",
             "Experiment", "prune_folder", "find_blocks",
             "load_model", "CheckpointWeights", "LayerExecutor", "LayerJob", "run_layer_jobs"]
+from .finetune import FinetuneSettings, finetune  # noqa: E402
+
+__all__ += ["finetune", "FinetuneSettings"]

@@ -1,4 +1,4 @@
-"""The adapter's commands ``sparseopt prune | eval | export``.
+"""The adapter's commands ``sparseopt prune | eval | export | finetune``.
 
 One path for every model: ``--model DIR`` is a Hugging Face model folder, ``--model minilm``
 a preset of it (:data:`~sparseopt_torch.hf.PRESETS`: the all-MiniLM-L6-v2 folder of the
@@ -16,6 +16,8 @@ on stderr and exit status 2; a traceback means a bug.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import sys
 import tempfile
@@ -26,7 +28,8 @@ from sparseopt.layer import methods
 from .hf import PRESETS, PROXSPARSE, VARIANTS
 from .reconstruct import BLOCK_LR, BLOCK_STEPS
 
-__all__ = ["add_prune", "add_eval", "add_export", "run_prune", "run_eval", "run_export"]
+__all__ = ["add_prune", "add_eval", "add_export", "add_finetune", "run_prune", "run_eval",
+           "run_export", "run_finetune"]
 
 
 def add_prune(subparsers) -> None:
@@ -152,6 +155,41 @@ def add_export(subparsers) -> None:
     ex.add_argument("--packed", default=None, help="packed 2:4 .safetensors file to write")
     ex.add_argument("--variant", choices=("gd", "nogd"), default="gd")
     ex.set_defaults(handler=run_export)
+
+
+def add_finetune(subparsers) -> None:
+    """``sparseopt finetune RUN``: masked distillation of a pruned causal LM's run."""
+    from .finetune import FinetuneSettings
+
+    default = FinetuneSettings()
+    what = ("masked distillation: train the kept weights of a pruned causal LM's run (masks "
+            "fixed, N:M after every step) to match the dense model's next-token distribution "
+            "(KL) on the run's calibration sequences; writes the run OUT/<run>+FT (with +GD / "
+            "+BR in the name where the run has them), which `sparseopt eval OUT` and "
+            "`sparseopt export` read. The dense logits go to memory-mapped files first "
+            "(n_calib x seq_len x vocab x 4 bytes of disk in the new run, removed at the "
+            "end): one model in memory at a time. Resumable (a checkpoint every 5 minutes)")
+    ft = subparsers.add_parser("finetune", help=what, description=what)
+    ft.add_argument("run", help="a finished run folder of a causal LM, e.g. OUT/prox")
+    ft.add_argument("--lr", type=float, default=None,
+                    help=f"AdamW's learning rate, constant (default {default.lr:g})")
+    ft.add_argument("--steps", type=int, default=None,
+                    help="AdamW steps, a calibration batch each (default: one pass over the "
+                         "calibration batches)")
+    ft.add_argument("--minutes", type=float, default=None,
+                    help="instead of --steps: train this many minutes (loading and the dense "
+                         "logits not counted; across interruptions)")
+    ft.add_argument("--temperature", type=float, default=None,
+                    help=f"softmax temperature of both models, loss scaled by its square "
+                         f"(default {default.temperature:g}: the KL that eval reports)")
+    ft.add_argument("--seed", type=int, default=None,
+                    help=f"seed of the batch order (default {default.seed})")
+    ft.add_argument("--name", default=None,
+                    help="folder name of the new run in OUT, its row in eval (default "
+                         "<run>+FT, e.g. prox+GD+FT; e.g. prox+GD+FT30m beside a 10-minute "
+                         "prox+GD+FT10m)")
+    ft.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cpu)")
+    ft.set_defaults(handler=run_finetune)
 
 
 class CommandError(SystemExit):
@@ -342,4 +380,36 @@ def _run_export(args):
         names = load_pruned(model, args.run, variant=args.variant)
         sizes = save_packed(model, args.packed, modules=names)
         print(f"packed 2:4 file {args.packed}: {sizes}")
+    return 0
+
+
+def run_finetune(args) -> int:
+    with _one_line("finetune"):
+        return _run_finetune(args)
+
+
+def _run_finetune(args):
+    from .finetune import FINETUNE_RECORD, FinetuneSettings, finetune
+    from .layers import parse_device
+
+    for name in ("lr", "minutes", "temperature"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            _fail("finetune", f"--{name} must be a positive number, got {value}")
+    _positive("finetune", "steps", args.steps)
+    if args.steps is not None and args.minutes is not None:
+        _fail("finetune", "give --steps or --minutes, not both")
+    if not os.path.isdir(args.run):
+        _fail("finetune", f"run folder {args.run!r} does not exist")
+    if args.device is not None:
+        parse_device(args.device)
+    given = {k: getattr(args, k) for k in ("lr", "steps", "minutes", "temperature", "seed")
+             if getattr(args, k) is not None}
+    target = finetune(args.run, FinetuneSettings(**given), name=args.name, device=args.device)
+    with open(os.path.join(target, FINETUNE_RECORD)) as fh:
+        info = json.load(fh)["info"]
+    print(f"finetuned {info['steps']} steps in {info['time']:.1f} s: KL to the dense model on "
+          f"the calibration sequences {info['kl_start']:.4f} -> {info['kl_end']:.4f}\n"
+          f"run: {target} (sparseopt eval {os.path.dirname(target)}; sparseopt export "
+          f"{target}); loss curve {os.path.join(target, 'loss.png')}")
     return 0

@@ -548,7 +548,8 @@ def _record(hist, k, loss, reg, lam1, lam2, r24_prev, eta, lam, r24, frac, chang
 
 
 def _read_state(path):
-    """The checkpoint dict at ``path`` (None if there is none); ValueError if unreadable."""
+    """The checkpoint dict at ``path`` (None if there is none); ValueError if unreadable.
+    Also read by :mod:`~sparseopt_torch.finetune`, whose checkpoints have the same form."""
     import os
 
     if not os.path.exists(path):
@@ -558,8 +559,9 @@ def _read_state(path):
         if state.get("format") != 1:
             raise KeyError("format")
     except Exception as exc:  # a foreign or damaged file: say which, never a traceback
-        raise ValueError(f"{path!r} is not a ProxSparse checkpoint of this version ({exc}); "
-                         "remove it to start again") from None
+        why = (str(exc).strip().splitlines() or [""])[0]  # torch.load's messages run on
+        raise ValueError(f"{path!r} is not a training checkpoint of this version "
+                         f"({type(exc).__name__}: {why}); remove it to start again") from None
     return state
 
 

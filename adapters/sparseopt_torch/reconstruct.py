@@ -73,11 +73,12 @@ def _mask_(tensors, masks):
         t.masked_fill_(~m, 0)
 
 
-def _check_masks(names, weights, masks, step):
-    """RuntimeError naming the first layer with a non-zero weight outside its mask."""
+def _check_masks(names, weights, masks, step, what="block reconstruction"):
+    """RuntimeError naming the first layer with a non-zero weight outside its mask (``what``:
+    the training that took the step, e.g. "finetune")."""
     for name, W, m in zip(names, weights, masks):
         if bool(W.detach()[~m].any()):
-            raise RuntimeError(f"block reconstruction: step {step} made a pruned weight of "
+            raise RuntimeError(f"{what}: step {step} made a pruned weight of "
                                f"layer {name!r} non-zero (its mask would change)")
 
 
