@@ -46,6 +46,8 @@ import torch
 
 from sparseopt.validation import check_int, check_real
 
+from .rundir import refinements
+
 __all__ = ["FinetuneSettings", "finetune", "distillation_loss", "FINETUNE_STATE",
            "FINETUNE_RECORD", "LOSS_PLOT"]
 
@@ -151,11 +153,8 @@ def _source(run):
                          "`sparseopt prune` first")
     with open(path) as fh:
         settings = json.load(fh)["settings"]
-    gd = settings.get("refine_steps", 0) > 0
-    br = settings.get("block_steps", 0) > 0
-    label = os.path.basename(os.path.normpath(run)) + ("+GD" if gd else "") \
-        + ("+BR" if br else "")
-    return label, "gd" if gd or br else "nogd"
+    suffix = refinements(settings)
+    return os.path.basename(os.path.normpath(run)) + suffix, "gd" if suffix else "nogd"
 
 
 def _run_name(out, name):

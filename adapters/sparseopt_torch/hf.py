@@ -39,7 +39,7 @@ from .layers import find_layers, get_weight
 from .models import is_causal_lm, load_model
 from .prune import PruneSettings, prune_model
 from .rundir import (EXPERIMENT_FILE, check_experiment, fingerprint, fingerprint_weights,
-                     load_pruned, read_experiment, write_json, write_text)
+                     load_pruned, read_experiment, refinements, write_json, write_text)
 
 __all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "MINILM_PROXSPARSE",
            "resolve_model", "evaluate_models", "calibration_batches", "held_out",
@@ -525,14 +525,13 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         for run in runs:
             with open(os.path.join(out, run, "report.json")) as fh:
                 report = json.load(fh)
-            gd = report["settings"]["refine_steps"] != 0
-            br = report["settings"].get("block_steps", 0) > 0  # +BR (block reconstruction)
-            variants = ["nogd", "gd"] if gd or br else ["nogd"]
+            suffix = refinements(report["settings"])  # +GD, +BR: the refined weights
+            br = suffix.endswith("+BR")
+            variants = ["nogd", "gd"] if suffix else ["nogd"]
             for variant in variants:
                 model, _, _ = load_model(experiment.model)
                 load_pruned(model, os.path.join(out, run), variant=variant)
-                label = run + ("+GD" if variant == "gd" and gd else "") \
-                    + ("+BR" if variant == "gd" and br else "")
+                label = run + (suffix if variant == "gd" else "")
                 key = "rel_loss_gd" if variant == "gd" else "rel_loss"
                 totals = report["totals"]
                 row = {"run": label,

@@ -241,6 +241,14 @@ def read_experiment(out) -> dict:
     return _read_json(path)
 
 
+def refinements(settings) -> str:
+    """The label suffix of a run's refined weights (its ``"gd"`` variant): ``"+GD"`` for
+    masked gradient steps or the exact solve (``refine_steps != 0``), ``"+BR"`` for block
+    reconstruction, both, or ``""`` when the run saved only the method's weights."""
+    return (("+GD" if settings.get("refine_steps", 0) != 0 else "")
+            + ("+BR" if settings.get("block_steps", 0) > 0 else ""))
+
+
 def load_pruned(model, out, *, variant="gd", modules=None) -> list:
     """Load the pruned weights of a finished run folder into ``model`` (in place).
 

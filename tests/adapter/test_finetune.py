@@ -355,3 +355,23 @@ def test_settings_refuse_bad_values():
                          ({"steps": 1, "minutes": 1.0}, "not both"), ({"seed": 1.5}, "seed")):
         with pytest.raises(ValueError, match=says):
             FinetuneSettings(**kwargs)
+
+
+def test_the_source_label_of_every_refinement(tmp_path):
+    """A run refined by +GD steps, by the exact solve (refine_steps "exact"), by +BR or by
+    both is finetuned from its refined weights under the label eval gives them."""
+    import json
+
+    from sparseopt_torch.finetune import _source
+    from sparseopt_torch.rundir import refinements
+
+    cases = [({"refine_steps": 0}, "", "nogd"), ({"refine_steps": 100}, "+GD", "gd"),
+             ({"refine_steps": "exact"}, "+GD", "gd"),
+             ({"refine_steps": 0, "block_steps": 5}, "+BR", "gd"),
+             ({"refine_steps": "exact", "block_steps": 5}, "+GD+BR", "gd")]
+    for settings, suffix, variant in cases:
+        assert refinements(settings) == suffix
+        run = tmp_path / "prox"
+        run.mkdir(exist_ok=True)
+        (run / "report.json").write_text(json.dumps({"settings": settings}))
+        assert _source(str(run)) == ("prox" + suffix, variant)
