@@ -33,6 +33,8 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import torch
 
+from sparseopt.validation import check_bool, check_int
+
 __all__ = ["docstring_sentences", "calibration_eval_split", "token_batches", "length_order",
            "read_documents", "split_documents", "token_stream", "sample_sequences",
            "sequence_batches"]
@@ -259,18 +261,11 @@ def docstring_sentences(packages=("numpy", "scipy"), *, min_words=5, max_words=6
             not all(isinstance(p, str) and p for p in packages):
         raise ValueError(f"packages must be a non-empty sequence of package names, "
                          f"got {packages!r}")
-    for name, value in (("min_words", min_words), ("max_words", max_words)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_int(min_words, "min_words", minimum=1)
+    check_int(max_words, "max_words", minimum=1)
     if max_words < min_words:
         raise ValueError(f"max_words ({max_words}) must be >= min_words ({min_words})")
     return list(_sentences_cached(tuple(packages), int(min_words), int(max_words)))
-
-
-def _check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
 
 
 def calibration_eval_split(n_calib, n_eval, *, seed=0, packages=("numpy", "scipy")):
@@ -303,10 +298,9 @@ def calibration_eval_split(n_calib, n_eval, *, seed=0, packages=("numpy", "scipy
     >>> len(calib), len(held_out), set(calib).isdisjoint(held_out)
     (100, 50, True)
     """
-    n_calib = _check_count(n_calib, "n_calib")
-    n_eval = _check_count(n_eval, "n_eval")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    n_calib = check_int(n_calib, "n_calib", minimum=0)
+    n_eval = check_int(n_eval, "n_eval", minimum=0)
+    _check_seed(seed)
     sentences = docstring_sentences(packages)
     if n_calib + n_eval > len(sentences):
         raise ValueError(f"n_calib + n_eval = {n_calib + n_eval} exceeds the {len(sentences)} "
@@ -323,15 +317,8 @@ _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def _check_tokenizing(tokenizer, sentences, max_length):
     """The checks shared by :func:`token_batches` and :func:`length_order`."""
-    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
-        raise ValueError(f"sentences must be a sequence of str, got {type(sentences).__name__}")
-    if len(sentences) == 0:
-        raise ValueError("sentences is empty")
-    if not all(isinstance(s, str) for s in sentences):
-        raise ValueError("sentences must contain only str")
-    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) \
-            or max_length < 2:
-        raise ValueError(f"max_length must be an integer >= 2, got {max_length!r}")
+    _check_documents(sentences, "sentences")
+    check_int(max_length, "max_length", minimum=2)
     if not callable(tokenizer):
         raise ValueError(f"tokenizer must be a callable transformers tokenizer, "
                          f"got {type(tokenizer).__name__}")
@@ -379,11 +366,8 @@ def token_batches(tokenizer, sentences, *, batch_size=16, max_length=128,
         ``bert(**batch)`` or ``sentence_transformer(batch)``.
     """
     _check_tokenizing(tokenizer, sentences, max_length)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if not isinstance(by_length, bool):
-        raise ValueError(f"by_length must be True or False, got {by_length!r}")
+    check_int(batch_size, "batch_size", minimum=1)
+    check_bool(by_length, "by_length")
     if by_length:
         sentences = [sentences[i] for i in length_order(tokenizer, sentences,
                                                         max_length=max_length)]
@@ -568,12 +552,6 @@ def _check_documents(documents, name: str = "documents") -> list:
     return list(documents)
 
 
-def _check_int(value, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def _check_seed(seed):
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise ValueError(f"seed must be an integer or None, got {seed!r}")
@@ -726,8 +704,8 @@ def sample_sequences(tokenizer, documents, n, seq_len, *, seed=0) -> torch.Tenso
     ``s_i`` are drawn independently and uniformly from ``0 .. len(stream) - seq_len`` (with
     replacement, as in SparseGPT/Wanda), and a window may span a document separator.
     """
-    n = _check_int(n, "n", 1)
-    seq_len = _check_int(seq_len, "seq_len", 2)
+    n = check_int(n, "n", minimum=1)
+    seq_len = check_int(seq_len, "seq_len", minimum=2)
     seed = _check_seed(seed)
     stream = token_stream(tokenizer, documents)
     if stream.numel() < seq_len:
@@ -770,7 +748,7 @@ def sequence_batches(ids, batch_size) -> list:
                          f"got {tuple(ids.shape)}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise ValueError(f"ids must hold integer token ids, got dtype {ids.dtype}")
-    batch_size = _check_int(batch_size, "batch_size", 1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     ids = ids.to(torch.int64)
     return [{"input_ids": rows, "attention_mask": torch.ones_like(rows)}
             for rows in torch.split(ids, batch_size)]

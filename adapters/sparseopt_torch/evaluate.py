@@ -16,13 +16,15 @@ stay in memory next to the pruned one).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import length_order, token_batches
+from sparseopt.validation import check_bool, check_int
+
+from .data import _check_documents, length_order, token_batches
 
 __all__ = ["load_minilm", "embed", "fidelity", "perplexity", "dense_logits", "kl_to_dense"]
 
@@ -102,13 +104,8 @@ def embed(model, sentences, *, batch_size=32) -> torch.Tensor:
     result equals ``model.encode(sentences, normalize_embeddings=True)`` up to float
     round-off, without progress bars and independent of the model's training flag.
     """
-    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
-        raise ValueError(f"sentences must be a sequence of str, got {type(sentences).__name__}")
-    if len(sentences) == 0:
-        raise ValueError("sentences is empty")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    _check_documents(sentences, "sentences")
+    check_int(batch_size, "batch_size", minimum=1)
     tokenizer = getattr(model, "tokenizer", None)
     if not isinstance(model, torch.nn.Module) or tokenizer is None:
         raise ValueError(f"model must be a SentenceTransformer (an nn.Module with a tokenizer), "
@@ -202,9 +199,7 @@ def fidelity(emb, emb_dense, *, k=10) -> dict:
     n = a.shape[0]
     if n < 3:
         raise ValueError(f"emb must have at least 3 rows (sentences), got {n}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
-        raise ValueError(f"k must be an integer with 1 <= k < n = {n}, got {k!r}")
-    k = int(k)
+    k = check_int(k, "k", minimum=1, maximum=n - 1)
     mean_cosine = float(np.mean(np.sum(a * b, axis=1)))
     sim, sim_dense = a @ a.T, b @ b.T
     iu = np.triu_indices(n, 1)
@@ -217,11 +212,6 @@ def fidelity(emb, emb_dense, *, k=10) -> dict:
 
 
 # ------------------------------------------------------------------------- causal LMs
-def _check_progress(progress):
-    if not isinstance(progress, bool):
-        raise ValueError(f"progress must be True or False, got {progress!r}")
-
-
 def _check_module(model, name: str):
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"{name} must be a torch.nn.Module (a causal LM), "
@@ -352,20 +342,14 @@ def perplexity(model, ids, *, seq_len, stride=None, batch_size=1, progress=False
                          f"context), got {ids.numel()}")
     if int(ids.min()) < 0:
         raise ValueError(f"ids must be non-negative token ids, got {int(ids.min())}")
-    for name, value, low in (("seq_len", seq_len, 2), ("batch_size", batch_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    seq_len, batch_size = int(seq_len), int(batch_size)
-    if stride is None:
-        stride = seq_len
-    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) \
-            or not 1 <= stride <= seq_len:
-        raise ValueError(f"stride must be an integer with 1 <= stride <= seq_len = {seq_len}, "
-                         f"got {stride!r}")
-    _check_progress(progress)
+    seq_len = check_int(seq_len, "seq_len", minimum=2)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    stride = seq_len if stride is None else check_int(stride, "stride", minimum=1,
+                                                          maximum=seq_len)
+    check_bool(progress, "progress")
 
     ids = ids.to(torch.int64)  # embedding layers index with int64
-    windows = _windows(ids.numel(), seq_len, int(stride))
+    windows = _windows(ids.numel(), seq_len, stride)
     # Windows of one length share a batch (all are seq_len long but possibly the last).
     batches = []
     for window in windows:
@@ -430,7 +414,7 @@ def dense_logits(dense, batches, folder, *, progress=False) -> list:
     from tqdm.auto import tqdm
 
     device = _check_module(dense, "dense")
-    _check_progress(progress)
+    check_bool(progress, "progress")
     if not os.path.isdir(folder):
         raise ValueError(f"folder {folder!r} is not a directory")
     if isinstance(batches, Mapping):
@@ -512,7 +496,7 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
             raise ValueError("dense must be a torch.nn.Module or the dense logits of the "
                              "batches (a list of one (B, T, vocab) tensor per batch, see "
                              "dense_logits)")
-    _check_progress(progress)
+    check_bool(progress, "progress")
     if isinstance(batches, Mapping):
         batches = [batches]
     total = torch.zeros((), dtype=torch.float64, device=device_d)
