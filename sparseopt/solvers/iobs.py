@@ -29,14 +29,8 @@ from .mask_search import best_mask
 from ..result import MAX_ITER, SUCCESS
 from .result import HISTORY_KEYS, History, SolverResult
 
-__all__ = [
-    "topk_iobs",
-    "iobs",
-    "iobs_step",
-    "stochastic_iobs",
-    "SampledGradient",
-    "sampled_gradient",
-]
+__all__ = ["topk_iobs", "iobs", "iobs_step", "stochastic_iobs", "SampledGradient",
+           "sampled_gradient"]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -96,10 +90,9 @@ def _hessian(objective, x, shape) -> np.ndarray:
     H = np.asarray(objective.hessian(x), dtype=np.float64)
     sizes = {shape[-1], int(np.prod(shape))}
     if H.ndim != 2 or H.shape[0] != H.shape[1] or H.shape[0] not in sizes:
-        raise ValueError(
-            f"objective.hessian returned shape {H.shape}; expected a square matrix of side "
-            f"{' or '.join(map(str, sorted(sizes)))} for a variable of shape {shape}"
-        )
+        raise ValueError(f"objective.hessian returned shape {H.shape}; expected a square matrix "
+                         f"of side {' or '.join(map(str, sorted(sizes)))} for a variable of "
+                         f"shape {shape}")
     check_finite(H, "objective.hessian(x)")
     return H
 
@@ -111,15 +104,10 @@ def _factor(H: np.ndarray, damping, where: str):
     Hd = H + delta * np.eye(H.shape[0]) if delta else H
     cf = cholesky_pd(Hd)
     if cf is None:
-        hint = (
-            "; pass damping=delta to use H + delta*mean(diag H)*I"
-            if damping is None
-            else f" even after damping by {delta:g}"
-        )
-        raise ValueError(
-            f"objective.hessian(x) is not positive definite {where} (singular or indefinite), "
-            f"a Newton step is undefined{hint}"
-        )
+        hint = ("; pass damping=delta to use H + delta*mean(diag H)*I" if damping is None
+                else f" even after damping by {delta:g}")
+        raise ValueError(f"objective.hessian(x) is not positive definite {where} (singular or "
+                         f"indefinite), a Newton step is undefined{hint}")
     return cf, delta
 
 
@@ -161,17 +149,8 @@ def _restricted_set(x: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
     return np.flatnonzero(Q)
 
 
-def topk_iobs(
-    objective,
-    *,
-    pattern,
-    x0=None,
-    max_iter: int = 100,
-    tol: float = 1e-10,
-    damping=None,
-    step: float = 1.0,
-    newton: str = "full",
-) -> SolverResult:
+def topk_iobs(objective, *, pattern, x0=None, max_iter: int = 100, tol: float = 1e-10,
+              damping=None, step: float = 1.0, newton: str = "full") -> SolverResult:
     """Top-k I-OBS: a Newton step followed by hard thresholding (iobs-wu eq. 12).
 
     Parameters
@@ -267,12 +246,9 @@ def topk_iobs(
     check_real(step, "step", positive=True)
     check_choice(newton, "newton", _NEWTON)
     if newton == "restricted" and (not isinstance(pattern, TopK) or len(shape) != 1):
-        raise ValueError(
-            "newton='restricted' needs a TopK pattern and a vector variable, got pattern "
-            f"{pattern} and variable shape {shape}"
-        )
+        raise ValueError("newton='restricted' needs a TopK pattern and a vector variable, got "
+                         f"pattern {pattern} and variable shape {shape}")
     x = _start(objective, shape, x0)
-    dtype = x.dtype
     X = _design_matrix(objective)
 
     if newton == "restricted":
@@ -285,11 +261,9 @@ def topk_iobs(
         if damping is not None:
             delta = damping_shift(float(np.einsum("ij,ij->", X, X)) / p, damping)
         if n < p and delta == 0.0:
-            raise ValueError(
-                f"the least-squares Hessian X'X is singular (rank <= n={n} < p={p}), a Newton "
-                "step is undefined; pass damping > 0 (damped step, exact via Woodbury) or "
-                "newton='restricted'"
-            )
+            raise ValueError(f"the least-squares Hessian X'X is singular (rank <= n={n} < p={p}), "
+                             "a Newton step is undefined; pass damping > 0 (damped step, exact "
+                             "via Woodbury) or newton='restricted'")
         if n < p:
             cfw, solver, n_factor = woodbury_factor(X, delta), "woodbury", 1
 
@@ -320,13 +294,8 @@ def topk_iobs(
         return x.astype(np.float64) - step * direction(g, x, it)
 
     result = _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
-    result.info.update({
-            "damping": delta,
-            "pattern": str(pattern),
-            "newton": "full",
-            "linear_solver": solver,
-            "factorizations": n_factor,
-        })
+    result.info.update({"damping": delta, "pattern": str(pattern), "newton": "full",
+                        "linear_solver": solver, "factorizations": n_factor})
     return result
 
 
@@ -347,17 +316,13 @@ def _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
         x_new = pattern.project(newton_point(x, g, it)).astype(dtype, copy=False)
         res = _residual(x_new, x)
         x = x_new
-        hist.append(
-            objective=objective.value(x),
-            support=np.count_nonzero(x),
-            step=step,
-            residual=res,
-            time=time.perf_counter() - t0,
-        )
+        hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=step,
+                    residual=res, time=time.perf_counter() - t0)
         if res <= tol:
             stop, status = "residual <= tol", SUCCESS
             break
-    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, status=status, info={})
+    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, status=status,
+                        info={})
 
 
 def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step):
@@ -387,41 +352,25 @@ def _topk_iobs_restricted(objective, pattern, x, X, max_iter, tol, damping, step
         state["factorizations"] += 1
         if cf is None:
             hint = "; pass damping=delta" if damping is None else f" even after damping by {delta:g}"
-            raise ValueError(
-                f"the Hessian block H_QQ on the {Q.size} coordinates Q (support plus k gradient "
-                f"coordinates) is not positive definite at iteration {it}, the restricted "
-                f"Newton step is undefined{hint}"
-            )
+            raise ValueError(f"the Hessian block H_QQ on the {Q.size} coordinates Q (support plus "
+                             f"k gradient coordinates) is not positive definite at iteration "
+                             f"{it}, the restricted Newton step is undefined{hint}")
         point = np.zeros(p)
         point[Q] = x[Q].astype(np.float64) - step * scipy.linalg.cho_solve(
-            cf, g[Q].astype(np.float64), check_finite=False
-        )
+            cf, g[Q].astype(np.float64), check_finite=False)
         return point
 
     result = _top_k_newton_loop(objective, pattern, x, newton_point, max_iter, tol, step)
-    result.info.update({
-        "damping": state["delta"],
-        "pattern": str(pattern),
-        "newton": "restricted",
-        "linear_solver": "cholesky",
-        "factorizations": state["factorizations"],
-    })
+    result.info.update({"damping": state["delta"], "pattern": str(pattern), "newton": "restricted",
+                        "linear_solver": "cholesky", "factorizations": state["factorizations"]})
     return result
 
 
 # ----------------------------------------------------------------------------- exact I-OBS
 
 
-def iobs_step(
-    theta,
-    grad,
-    H,
-    k: int,
-    *,
-    mask_solver: str = "auto",
-    max_nodes: int = 200_000,
-    return_info: bool = False,
-):
+def iobs_step(theta, grad, H, k: int, *, mask_solver: str = "auto", max_nodes: int = 200_000,
+              return_info: bool = False):
     """One exact I-OBS step (iobs-wu Alg. 1 option 2, Lemma 2).
 
     Parameters
@@ -489,26 +438,12 @@ def iobs_step(
     theta_next = res.theta.astype(out_dtype)
     if not return_info:
         return theta_next
-    return theta_next, {
-        "mask": res.mask,
-        "newton": newton,
-        "value": res.value,
-        "solver": res.solver,
-        "nodes": res.nodes,
-        "time": res.time,
-    }
+    return theta_next, {"mask": res.mask, "newton": newton, "value": res.value,
+                        "solver": res.solver, "nodes": res.nodes, "time": res.time}
 
 
-def iobs(
-    objective,
-    k: int,
-    *,
-    x0=None,
-    max_iter: int = 100,
-    tol: float = 1e-10,
-    mask_solver: str = "auto",
-    max_nodes: int = 200_000,
-) -> SolverResult:
+def iobs(objective, k: int, *, x0=None, max_iter: int = 100, tol: float = 1e-10,
+         mask_solver: str = "auto", max_nodes: int = 200_000) -> SolverResult:
     """Exact I-OBS (iobs-wu Alg. 1 option 2): every step solves the k-sparse Newton model exactly.
 
     Parameters
@@ -557,42 +492,27 @@ def iobs(
         g = _gradient(objective, x, shape)
         H = _hessian(objective, x, shape)
         try:
-            x_new, info = iobs_step(
-                x, g, H, k, mask_solver=mask_solver, max_nodes=max_nodes, return_info=True
-            )
+            x_new, info = iobs_step(x, g, H, k, mask_solver=mask_solver, max_nodes=max_nodes,
+                                    return_info=True)
         except ValueError as err:
             if "positive definite" in str(err):
-                raise ValueError(
-                    f"objective.hessian(x) is not positive definite at iteration {it}; exact "
-                    "I-OBS needs H_t > 0 (iobs-wu Lemma 2)"
-                ) from None
+                raise ValueError(f"objective.hessian(x) is not positive definite at iteration "
+                                 f"{it}; exact I-OBS needs H_t > 0 (iobs-wu Lemma 2)") from None
             raise
         res = _residual(x_new, x)
         x = x_new
         solvers.append(info["solver"])
         nodes_total += info["nodes"]
         mask_time += info["time"]
-        hist.append(
-            objective=objective.value(x),
-            support=np.count_nonzero(x),
-            step=1.0,
-            residual=res,
-            time=time.perf_counter() - t0,
-            nodes=info["nodes"],
-            mask_time=info["time"],
-            model_increase=info["value"],
-        )
+        hist.append(objective=objective.value(x), support=np.count_nonzero(x), step=1.0,
+                    residual=res, time=time.perf_counter() - t0, nodes=info["nodes"],
+                    mask_time=info["time"], model_increase=info["value"])
         if res <= tol:
             stop, status = "residual <= tol", SUCCESS
             break
-    return SolverResult(
-        x=x,
-        history=hist.as_dict(),
-        nit=it,
-        stop_reason=stop,
-        status=status,
-        info={"mask_solver": solvers, "nodes_total": nodes_total, "mask_time_total": mask_time},
-    )
+    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, status=status,
+                        info={"mask_solver": solvers, "nodes_total": nodes_total,
+                              "mask_time_total": mask_time})
 
 
 # ----------------------------------------------------------------------------- stochastic I-OBS
@@ -650,10 +570,8 @@ def sampled_gradient(objective) -> SampledGradient:
             return XB.T @ coef.astype(X.dtype) + l2 * w
 
         return SampledGradient(X.shape[0], grad)
-    raise ValueError(
-        f"objective of type {type(objective).__name__} has no built-in mini-batch gradient; "
-        "pass sampler=SampledGradient(n_samples, grad)"
-    )
+    raise ValueError(f"objective of type {type(objective).__name__} has no built-in mini-batch "
+                     "gradient; pass sampler=SampledGradient(n_samples, grad)")
 
 
 def _lemma4_step(theta, g, mask, lam) -> float:
@@ -673,18 +591,9 @@ def _lemma4_step(theta, g, mask, lam) -> float:
     return (1.0 + c / g2) / (lam + float(g[mask] @ g[mask]) / g2)
 
 
-def stochastic_iobs(
-    objective,
-    k: int,
-    *,
-    batch_size: int,
-    sampler: SampledGradient | None = None,
-    lam: float | None = None,
-    x0=None,
-    max_iter: int = 1000,
-    tol: float = 0.0,
-    seed=0,
-) -> SolverResult:
+def stochastic_iobs(objective, k: int, *, batch_size: int,
+                    sampler: SampledGradient | None = None, lam: float | None = None, x0=None,
+                    max_iter: int = 1000, tol: float = 0.0, seed=0) -> SolverResult:
     """Stochastic I-OBS (iobs-wu App. B.1, Lemma 4): mini-batch gradients, Fisher-type curvature.
 
     Parameters
@@ -744,7 +653,8 @@ def stochastic_iobs(
 
     hist = History()
     t0 = time.perf_counter()
-    hist.append(objective=objective.value(x), support=np.count_nonzero(x), lam=lam, step=0.0, time=0.0)
+    hist.append(objective=objective.value(x), support=np.count_nonzero(x), lam=lam, step=0.0,
+                time=0.0)
     stop, status, it = "max_iter", MAX_ITER, 0
     for it in range(1, max_iter + 1):
         idx = rng.choice(n, size=batch_size, replace=False)
@@ -756,22 +666,10 @@ def stochastic_iobs(
         x_new = topk.project(x.astype(np.float64) - eta * g).astype(dtype, copy=False)
         res = _residual(x_new, x)
         x = x_new
-        hist.append(
-            objective=objective.value(x),
-            support=np.count_nonzero(x),
-            lam=lam,
-            step=eta,
-            residual=res,
-            time=time.perf_counter() - t0,
-        )
+        hist.append(objective=objective.value(x), support=np.count_nonzero(x), lam=lam, step=eta,
+                    residual=res, time=time.perf_counter() - t0)
         if res <= tol:
             stop, status = "residual <= tol", SUCCESS
             break
-    return SolverResult(
-        x=x,
-        history=hist.as_dict(),
-        nit=it,
-        stop_reason=stop,
-        status=status,
-        info={"lam": lam, "batch_size": int(batch_size)},
-    )
+    return SolverResult(x=x, history=hist.as_dict(), nit=it, stop_reason=stop, status=status,
+                        info={"lam": lam, "batch_size": int(batch_size)})
