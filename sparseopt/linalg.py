@@ -224,10 +224,8 @@ def woodbury_factor(X, delta: float):
     K[np.diag_indices_from(K)] += delta
     cf = cholesky_pd(K)
     if cf is None:
-        raise ValueError(
-            f"X X' + delta I is not numerically positive definite for delta={delta:g}; "
-            "increase damping"
-        )
+        raise ValueError(f"X X' + delta I is not numerically positive definite for "
+                         f"delta={delta:g}; increase damping")
     return cf
 
 
@@ -413,10 +411,9 @@ def _inverse_hessian_factor_numpy(H, damping, dtype):
     with small_lapack(d):
         L, info = potrf(Hr, lower=1, clean=1, overwrite_a=1)
     if info != 0:
-        raise ValueError(
-            f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {info}); "
-            f"H is not positive semidefinite, or increase damping (now {damping})"
-        )
+        raise ValueError(f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot "
+                         f"{info}); H is not positive semidefinite, or increase damping (now "
+                         f"{damping})")
     with small_lapack(d):
         Linv, info = trtri(L, lower=1, overwrite_c=1)
     if info != 0:

@@ -135,9 +135,8 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     allowed = {k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise TypeError(
-            f"unknown option(s) {unknown} for method {spec.name!r}; allowed: {sorted(allowed)}"
-        )
+        raise TypeError(f"unknown option(s) {unknown} for method {spec.name!r}; allowed: "
+                        f"{sorted(allowed)}")
     if not isinstance(pattern, spec.patterns):
         kinds = " and ".join(p.__name__ for p in spec.patterns)
         raise ValueError(f"{spec.name} supports {kinds} patterns only, got pattern={pattern!r}")

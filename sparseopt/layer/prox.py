@@ -321,22 +321,9 @@ def make_regularizer(regularizer, pattern, *, prox_method="alm", prox_tol=None):
 
 
 @register("prox", order=40)
-def prox_prune(
-    W,
-    H,
-    pattern,
-    *,
-    regularizer="rnm",
-    schedule="fast",
-    start="dense",
-    lam0=None,
-    lam_tilde=None,
-    rescale=True,
-    max_iter=DEFAULT_MAX_ITER,
-    prox_method="alm",
-    prox_tol=None,
-    progress=None,
-):
+def prox_prune(W, H, pattern, *, regularizer="rnm", schedule="fast", start="dense", lam0=None,
+               lam_tilde=None, rescale=True, max_iter=DEFAULT_MAX_ITER, prox_method="alm",
+               prox_tol=None, progress=None):
     """Proximal gradient with r_{N:M} and a growing lambda (prox24-kubler Alg. 2; FISTA by default).
 
     The matrix prox pruner: gradient steps on L alternated with the prox of a sparsity

@@ -139,18 +139,13 @@ def _prox_nm_valid(y, lam, n, m, method, tol, max_iter, out, *, name):
         w, _, maxed = enum_alm_rows(g, lam, n, tol, max_iter,
                                   out=None if out is None else out.reshape(-1, m), name=name)
         if np.any(maxed):
-            warnings.warn(
-                f"prox_nm: ALM reached max_iter={max_iter} in {int(maxed.sum())} of "
-                f"{maxed.size} groups; their candidates are not converged to tol={tol:g}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            warnings.warn(f"prox_nm: ALM reached max_iter={max_iter} in {int(maxed.sum())} of "
+                          f"{maxed.size} groups; their candidates are not converged to "
+                          f"tol={tol:g}", RuntimeWarning, stacklevel=3)
         return w.reshape(y.shape) if out is None else out
     if (n, m) not in METHODS[method]:
-        raise ValueError(
-            f"method={method!r} supports (n, m) in {METHODS[method]} (n >= 2), got ({n}, {m}); "
-            "use method='alm' for general N:M"
-        )
+        raise ValueError(f"method={method!r} supports (n, m) in {METHODS[method]} (n >= 2), got "
+                         f"({n}, {m}); use method='alm' for general N:M")
     return _into(out, _sorted_domain(y, lam, n, m, method, tol, max_iter))
 
 

@@ -49,14 +49,8 @@ def _local_search(z, lam, k, x0, free):
         d = u - z
         return 0.5 * d @ d + lam * val, (d + lam * grad)[idx]
 
-    res = minimize(
-        fun,
-        x0[idx],
-        jac=True,
-        method="L-BFGS-B",
-        bounds=[(0.0, None)] * idx.size,
-        options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 5000, "maxcor": 20},
-    )
+    res = minimize(fun, x0[idx], jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * idx.size,
+                   options={"ftol": 1e-16, "gtol": 1e-13, "maxiter": 5000, "maxcor": 20})
     u = np.zeros_like(z)
     u[idx] = np.maximum(res.x, 0.0)
     d = u - z

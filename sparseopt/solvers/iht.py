@@ -118,13 +118,11 @@ class _Problem:
             if len(shape) == 0:
                 raise ValueError("pattern needs a variable with at least one axis")
             if isinstance(pattern, TopK) and pattern.k > shape[-1]:
-                raise ValueError(
-                    f"pattern TopK(k={pattern.k}) has k larger than the last axis length {shape[-1]}"
-                )
+                raise ValueError(f"pattern TopK(k={pattern.k}) has k larger than the last axis "
+                                 f"length {shape[-1]}")
             if isinstance(pattern, NM) and shape[-1] % pattern.m != 0:
-                raise ValueError(
-                    f"pattern {pattern.n}:{pattern.m} needs the last axis ({shape[-1]}) divisible by m"
-                )
+                raise ValueError(f"pattern {pattern.n}:{pattern.m} needs the last axis "
+                                 f"({shape[-1]}) divisible by m")
         lam = check_real(lam, "lam", allow_none=True)
         if target_nnz is not None:
             target_nnz = check_int(target_nnz, "target_nnz", minimum=0, maximum=size)

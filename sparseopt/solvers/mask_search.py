@@ -148,16 +148,8 @@ def _chol_solve(L: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return scipy.linalg.solve_triangular(L.T, y, lower=False, check_finite=False)
 
 
-def best_mask(
-    v,
-    H,
-    k: int,
-    *,
-    method: str = "auto",
-    enumerate_limit: int = 50_000,
-    max_nodes: int = 200_000,
-    rtol: float = 1e-10,
-) -> MaskSearchResult:
+def best_mask(v, H, k: int, *, method: str = "auto", enumerate_limit: int = 50_000,
+              max_nodes: int = 200_000, rtol: float = 1e-10) -> MaskSearchResult:
     """Exact solution of the I-OBS optimal-mask problem (iobs-wu Alg. 1 option 2, eq. 24).
 
     Parameters
@@ -336,10 +328,8 @@ def _branch_and_bound(v, H, k, max_nodes, rtol):
             break
         nodes += 1
         if nodes > max_nodes:
-            raise RuntimeError(
-                f"branch-and-bound exceeded max_nodes={max_nodes} before proving optimality "
-                f"(d={d}, k={k}); raise max_nodes"
-            )
+            raise RuntimeError(f"branch-and-bound exceeded max_nodes={max_nodes} before proving "
+                               f"optimality (d={d}, k={k}); raise max_nodes")
         A = np.flatnonzero(~fixed_out)
         theta, gain, sal, lam_min = _relax(H, b, A)
         n_in = int(fixed_in.sum())
@@ -354,9 +344,8 @@ def _branch_and_bound(v, H, k, max_nodes, rtol):
         # two lower bounds on F(A \ R) - F(A) = theta_R' [(H_AA^{-1})_RR]^{-1} theta_R, |R| = r:
         # it dominates every single removal in R, and is >= lambda_min(H_AA) ||theta_R||^2
         theta_free_sq = np.sort(theta[free_pos] ** 2)
-        node_bound = (c - gain) + max(
-            float(free_sal[order[r - 1]]), lam_min * float(np.sum(theta_free_sq[:r]))
-        )
+        node_bound = (c - gain) + max(float(free_sal[order[r - 1]]),
+                                      lam_min * float(np.sum(theta_free_sq[:r])))
         if node_bound >= (c - inc_gain) - atol:
             pruned += 1
             continue
