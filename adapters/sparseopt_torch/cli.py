@@ -16,6 +16,7 @@ on stderr and exit status 2; a traceback means a bug.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -223,13 +224,18 @@ def _positive(command, name, value):
         _fail(command, f"--{name} must be a positive integer, got {value}")
 
 
-@contextlib.contextmanager
 def _one_line(command):
-    """Bad input (ValueError) as one line and exit status 2, not a traceback."""
-    try:
-        yield
-    except ValueError as err:
-        _fail(command, str(err))
+    """Decorate ``run_<command>(args)``: bad input (ValueError) as one line and exit status 2,
+    not a traceback."""
+    def decorate(run):
+        @functools.wraps(run)
+        def wrapped(args) -> int:
+            try:
+                return run(args)
+            except ValueError as err:
+                _fail(command, str(err))
+        return wrapped
+    return decorate
 
 
 def _executor(args):
@@ -252,12 +258,8 @@ def _chosen_runs(args, preset):
     return runs + (["proxsparse"] if "proxsparse" in chosen else [])
 
 
+@_one_line("prune")
 def run_prune(args) -> int:
-    with _one_line("prune"):
-        return _run_prune(args)
-
-
-def _run_prune(args):
     from .hf import Experiment, _check_proxsparse, parse_pattern, prune_folder, resolve_model
     from .prune import PruneSettings, check_block_settings
 
@@ -317,12 +319,8 @@ def _gguf_folder(model, folder):
     return materialize_gguf(model, folder)
 
 
+@_one_line("eval")
 def run_eval(args) -> int:
-    with _one_line("eval"):
-        return _run_eval(args)
-
-
-def _run_eval(args):
     from .hf import evaluate_folder, evaluate_models
 
     for name in ("seq_len", "max_tokens", "k"):
@@ -355,12 +353,8 @@ def _run_eval(args):
     return 0
 
 
+@_one_line("export")
 def run_export(args) -> int:
-    with _one_line("export"):
-        return _run_export(args)
-
-
-def _run_export(args):
     from .export import export_checkpoint, save_packed
     from .models import load_model
     from .rundir import load_pruned, read_experiment, read_run
@@ -383,12 +377,8 @@ def _run_export(args):
     return 0
 
 
+@_one_line("finetune")
 def run_finetune(args) -> int:
-    with _one_line("finetune"):
-        return _run_finetune(args)
-
-
-def _run_finetune(args):
     from .finetune import FINETUNE_RECORD, FinetuneSettings, finetune
     from .layers import parse_device
 

@@ -31,6 +31,7 @@ from sparseopt.layer import methods as layer_methods
 from sparseopt.layer.prox import SCHEDULES
 from sparseopt.regularizers import REGULARIZERS
 from sparseopt.patterns import NM
+from sparseopt.validation import check_choice, check_int
 
 from .data import (docstring_sentences, read_documents, sample_sequences, sequence_batches,
                    split_documents, token_batches, token_stream)
@@ -167,11 +168,8 @@ class Experiment:
 
     def __post_init__(self):
         for name in ("n_calib", "seq_len", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unit must be one of {UNITS}, got {self.unit!r}")
+            check_int(getattr(self, name), name, minimum=1)
+        check_choice(self.unit, "unit", UNITS)
         if (self.unit == "sentences") != (self.n_eval is not None):
             raise ValueError("n_eval (held-out sentences) is given exactly with "
                              f"unit='sentences', got unit={self.unit!r}, n_eval={self.n_eval!r}")
@@ -471,6 +469,20 @@ def _mean_embeddings(model, batches):
     return torch.cat(out)
 
 
+def _windows(ids, seq_len, n_seq, least, source):
+    """(``ids`` cut to whole windows of ``seq_len`` tokens, the first ``n_seq`` of those
+    windows as batches of one); ValueError naming ``source`` when there are fewer than
+    ``least`` windows."""
+    n_windows = int(ids.numel()) // seq_len
+    if n_windows < least:
+        raise ValueError(f"the evaluation text ({source}) has {int(ids.numel())} tokens: too "
+                         f"few for {least} window(s) of {seq_len} tokens; give a longer text "
+                         "or a smaller --seq-len")
+    n_seq = min(n_seq, n_windows)
+    ids = ids[:n_windows * seq_len]
+    return ids, sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
+
+
 def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_tokens=20000, n_kl=8,
                     k=10, progress=True) -> list:
     """Evaluate every finished run of ``out`` on held-out text and write ``comparison.json``
@@ -486,9 +498,8 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
     (perplexity, logits on the KL windows in memory-mapped files of a temporary folder under
     ``out``, or embeddings) are taken first, then each pruned copy is loaded and freed."""
     experiment = Experiment.from_json(read_experiment(out))
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int)
-                                or seq_len < 2):
-        raise ValueError(f"seq_len must be an integer >= 2, got {seq_len!r}")
+    if seq_len is not None:
+        check_int(seq_len, "seq_len", minimum=2)
     dense, tokenizer, _ = load_model(experiment.model)
     causal = is_causal_lm(dense.config)
     ids, source = _eval_ids(tokenizer, experiment, text, encoding, max_tokens)
@@ -497,14 +508,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
     seq_len = seq_len or experiment.seq_len
     if not causal:
         seq_len = min(seq_len, 128)
-    n_windows = int(ids.numel()) // seq_len
-    if n_windows < (1 if causal else 3):
-        raise ValueError(f"the evaluation text ({source}) has {int(ids.numel())} tokens: too "
-                         f"few for {1 if causal else 3} window(s) of {seq_len} tokens; give a "
-                         "longer text or a smaller --seq-len")
-    ids = ids[:n_windows * seq_len]
-    n_seq = min(n_kl, n_windows) if causal else min(64, n_windows)
-    windows = sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
+    ids, windows = _windows(ids, seq_len, n_kl if causal else 64, 1 if causal else 3, source)
     runs = sorted(d for d in os.listdir(out)
                   if os.path.exists(os.path.join(out, d, "report.json")))
     if not runs:
@@ -555,7 +559,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         if cache is not None:
             reference = None  # release the memory maps before the files go
             shutil.rmtree(cache, ignore_errors=True)
-    evaluation = {"text": source, "tokens": int(ids.numel()), "windows": n_windows,
+    evaluation = {"text": source, "tokens": int(ids.numel()), "windows": len(ids) // seq_len,
                   "seq_len": seq_len}
     write_json(os.path.join(out, "comparison.json"),
                {"experiment": experiment.to_json(), "evaluation": evaluation, "rows": rows})
@@ -574,8 +578,7 @@ def evaluate_models(models, text, *, encoding="utf-8", seq_len=2048, max_tokens=
     ``kl``) and what was evaluated (text, tokens, windows, seq_len)."""
     if isinstance(models, str) or not models:
         raise ValueError(f"models must be a non-empty list of model folders, got {models!r}")
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 2:
-        raise ValueError(f"seq_len must be an integer >= 2, got {seq_len!r}")
+    check_int(seq_len, "seq_len", minimum=2)
     rows, reference, windows = [], None, None
     cache = tempfile.mkdtemp(prefix=".sparseopt-logits-")
     try:
@@ -587,14 +590,7 @@ def evaluate_models(models, text, *, encoding="utf-8", seq_len=2048, max_tokens=
                                  "`sparseopt eval RUN`")
             if i == 0:
                 ids = token_stream(tokenizer, read_documents(text, encoding=encoding))
-                ids = ids[:max_tokens]
-                n_windows = int(ids.numel()) // seq_len
-                if n_windows < 1:
-                    raise ValueError(f"the text {text} has {int(ids.numel())} tokens: too few "
-                                     f"for one window of {seq_len}; give a smaller --seq-len")
-                ids = ids[:n_windows * seq_len]
-                n_seq = min(n_kl, n_windows)
-                windows = sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
+                ids, windows = _windows(ids[:max_tokens], seq_len, n_kl, 1, text)
                 reference = dense_logits(model, windows, cache)
             row = {"run": os.path.abspath(folder),
                    "perplexity": perplexity(model, ids, seq_len=seq_len),
@@ -607,7 +603,7 @@ def evaluate_models(models, text, *, encoding="utf-8", seq_len=2048, max_tokens=
     finally:
         reference = None  # release the memory maps before the files go
         shutil.rmtree(cache, ignore_errors=True)
-    return rows, {"text": text, "tokens": int(ids.numel()), "windows": n_windows,
+    return rows, {"text": text, "tokens": int(ids.numel()), "windows": len(ids) // seq_len,
                   "seq_len": seq_len}
 
 

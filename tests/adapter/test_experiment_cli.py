@@ -78,7 +78,7 @@ def test_calibration_sentences_are_the_demo_split(minilm):
         _experiment(unit="tokens")
     with pytest.raises(ValueError, match="n_eval"):
         _experiment(unit="windows")
-    with pytest.raises(ValueError, match="n_calib must be a positive integer"):
+    with pytest.raises(ValueError, match="n_calib must be >= 1"):
         _experiment(n_calib=0)
 
 
