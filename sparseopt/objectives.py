@@ -237,6 +237,20 @@ class Objective(ABC):
         return w
 
 
+def _lstsq_on_support(f, mask, system):
+    """``minimize_on_support`` of a vector objective ``f`` whose minimiser on the support S =
+    ``mask`` solves the linear system ``system(S)`` = (A, rhs) in the least-squares sense:
+    w_S that solution (in float64, stored in f's dtype), w = 0 elsewhere."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != f.shape:
+        raise ValueError(f"mask must have shape {f.shape}, got {mask.shape}")
+    w = np.zeros(f.shape, dtype=f.dtype)
+    if mask.any():
+        A, rhs = system(mask)
+        w[mask] = np.linalg.lstsq(A.astype(np.float64), rhs.astype(np.float64), rcond=None)[0]
+    return w
+
+
 class Quadratic(Objective):
     """f(w) = 0.5 w'Hw - b'w + c.
 
@@ -291,14 +305,7 @@ class Quadratic(Objective):
 
     def minimize_on_support(self, mask) -> np.ndarray:
         """argmin of f over {w : w = 0 outside mask} (least-squares solution of H_SS w_S = b_S)."""
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != self.shape:
-            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
-        w = np.zeros(self.shape, dtype=self.dtype)
-        if mask.any():
-            HS = self.H[np.ix_(mask, mask)].astype(np.float64)
-            w[mask] = np.linalg.lstsq(HS, self.b[mask].astype(np.float64), rcond=None)[0]
-        return w
+        return _lstsq_on_support(self, mask, lambda S: (self.H[np.ix_(S, S)], self.b[S]))
 
 
 class LeastSquares(Objective):
@@ -363,14 +370,7 @@ class LeastSquares(Objective):
 
     def minimize_on_support(self, mask) -> np.ndarray:
         """argmin of f over {w : w = 0 outside mask} (least squares on the columns in mask)."""
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != self.shape:
-            raise ValueError(f"mask must have shape {self.shape}, got {mask.shape}")
-        w = np.zeros(self.shape, dtype=self.dtype)
-        if mask.any():
-            XS = self.X[:, mask].astype(np.float64)
-            w[mask] = np.linalg.lstsq(XS, self.y.astype(np.float64), rcond=None)[0]
-        return w
+        return _lstsq_on_support(self, mask, lambda S: (self.X[:, S], self.y))
 
 
 class LayerLoss(Objective):
@@ -433,10 +433,8 @@ class LayerLoss(Objective):
                 f"W_star must be a 2-D matrix (d_out, d_in), got shape {tuple(W_star.shape)}")
         _check_symmetric(H, "H")
         if H.shape[0] != W_star.shape[1]:
-            raise ValueError(
-                f"H must have shape ({W_star.shape[1]}, {W_star.shape[1]}) to match W_star's "
-                f"d_in, got {tuple(H.shape)}"
-            )
+            raise ValueError(f"H must have shape ({W_star.shape[1]}, {W_star.shape[1]}) to match "
+                             f"W_star's d_in, got {tuple(H.shape)}")
         if device(H) != device(W_star):
             raise ValueError(f"H is on {device(H)} and W_star on {device(W_star)}: put both on "
                              "one device")
@@ -736,8 +734,6 @@ class Smooth(Objective):
 
     def _compute_lipschitz(self) -> float:
         if self._lipschitz_given is None:
-            raise ValueError(
-                "lipschitz was not given to Smooth(...): pass lipschitz=L to Smooth or an explicit "
-                "step to the solver"
-            )
+            raise ValueError("lipschitz was not given to Smooth(...): pass lipschitz=L to Smooth "
+                             "or an explicit step to the solver")
         return self._lipschitz_given

@@ -161,9 +161,8 @@ class NM:
         if x.ndim == 0:
             raise ValueError(f"{name} must have at least one axis")
         if x.shape[-1] % self.m != 0:
-            raise ValueError(
-                f"last axis of {name} has length {x.shape[-1]}, not divisible by m={self.m}"
-            )
+            raise ValueError(f"last axis of {name} has length {x.shape[-1]}, not divisible by "
+                             f"m={self.m}")
         return x.reshape(x.shape[:-1] + (x.shape[-1] // self.m, self.m))
 
     def mask(self, x):

@@ -184,12 +184,9 @@ def prox24(Y, lam, *, tol=None, max_iter=None, kernel="auto", return_info=False)
         out = w.to(Y.dtype).reshape(Y.shape)
         n_max = int(maxed.sum())
         if n_max:
-            warnings.warn(
-                f"prox24: ALM reached max_iter={max_iter} in {n_max} of {maxed.numel()} "
-                f"groups; their candidates are not converged to tol={tol:g}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"prox24: ALM reached max_iter={max_iter} in {n_max} of {maxed.numel()} "
+                          f"groups; their candidates are not converged to tol={tol:g}",
+                          RuntimeWarning, stacklevel=2)
         sweeps, maxed = sweeps.reshape(gshape), maxed.reshape(gshape)
     if return_info:
         return out, {"n_iter": sweeps, "max_iter_reached": maxed}
@@ -266,10 +263,9 @@ def inverse_hessian_factor_torch(H, damping, dtype):
     H.diagonal().copy_(diag + damp)
     L, info = torch.linalg.cholesky_ex(H.flip(0, 1).to(dtype))
     if int(info) != 0:
-        raise ValueError(
-            f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot {int(info)}); "
-            f"H is not positive semidefinite, or increase damping (now {damping})"
-        )
+        raise ValueError(f"H + {damp:.3g} I is not positive definite (Cholesky failed at pivot "
+                         f"{int(info)}); H is not positive semidefinite, or increase damping "
+                         f"(now {damping})")
     eye = torch.eye(d, dtype=dtype, device=H.device)
     Linv = torch.linalg.solve_triangular(L, eye, upper=False)
     return Linv.flip(0, 1).contiguous(), dead, damp

@@ -227,10 +227,8 @@ def section(out_dir, quick=False):
     lam_list = (0.05, 0.2, 0.5, 1.0, 2.0)
     tied_lams = (0.3, 0.5, 0.6, 0.7, 0.8)
     rows = []
-    tables = (
-        ("N(0, 1)", solver_table(groups, lam_list)),
-        ("nearly tied", solver_table(groups // 3, tied_lams, tied=True)),
-    )
+    tables = (("N(0, 1)", solver_table(groups, lam_list)),
+              ("nearly tied", solver_table(groups // 3, tied_lams, tied=True)))
     off = [f"{m.upper()} ({label})" for label, t in tables for m, r in t.items() if r["worst_gap"] > 1e-10]
     note = f" Not optimal here: {', '.join(off)}." if off else ""
     if any(o.startswith("ALM") for o in off):

@@ -61,10 +61,8 @@ def check_layer(W, H, pattern, *, name: str = "W", psd: bool = True):
     check_float_array(W, name)
     if isinstance(pattern, NM):
         if W.shape[1] % pattern.m != 0:
-            raise ValueError(
-                f"pattern {pattern} needs d_in divisible by m={pattern.m}, but {name} has "
-                f"d_in = {W.shape[1]}"
-            )
+            raise ValueError(f"pattern {pattern} needs d_in divisible by m={pattern.m}, but {name} "
+                             f"has d_in = {W.shape[1]}")
     elif not isinstance(pattern, TopK):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
     if not (hasattr(H, "shape") and hasattr(H, "dtype")):

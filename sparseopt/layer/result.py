@@ -71,8 +71,6 @@ class PruneResult(Result):
         return self.fun
 
     def __repr__(self):
-        return (
-            f"PruneResult(method={self.method!r}, shape={tuple(self.W.shape)}, "
-            f"dtype={self.W.dtype}, loss={self.loss:.6g}, rel_loss={self.rel_loss:.6g}, "
-            f"time={self.time:.3g}s)"
-        )
+        return (f"PruneResult(method={self.method!r}, shape={tuple(self.W.shape)}, "
+                f"dtype={self.W.dtype}, loss={self.loss:.6g}, rel_loss={self.rel_loss:.6g}, "
+                f"time={self.time:.3g}s)")
