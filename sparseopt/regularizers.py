@@ -71,18 +71,13 @@ def elementary_symmetric(a, k: int):
     return e[k][()] if is_numpy(xp) else e[k]  # NumPy: a scalar for 1-D input, as before
 
 
-def _check_rnm(pattern):
-    """An NM pattern with n < m (r_{N:M} is defined for N < M)."""
-    return check_nm(pattern, below_m=True)
-
-
 def r_nm_groups(w, pattern=NM(2, 4)):
     """r_{N:M} of every group of ``pattern.m`` consecutive entries along the last axis.
 
     Returns an array of shape ``w.shape[:-1] + (w.shape[-1] // m,)`` in float64 (a tensor
     on ``w``'s device for tensor input).
     """
-    pattern = _check_rnm(pattern)
+    pattern = check_nm(pattern, below_m=True)
     g = pattern._groups(_as_array(w), "w")
     return elementary_symmetric(namespace(g).abs(g), pattern.n + 1)
 
@@ -102,7 +97,7 @@ def r_nm_grad(w, pattern=NM(2, 4)):
     (float64 for integer NumPy input); tensors stay tensors.
     """
     w = _as_array(w)
-    pattern = _check_rnm(pattern)
+    pattern = check_nm(pattern, below_m=True)
     n, m = pattern.n, pattern.m
     g = pattern._groups(w, "w")
     xp = namespace(g)
@@ -122,7 +117,7 @@ def prox_objective(w, y, lam, pattern=NM(2, 4)) -> np.ndarray:
 
     Returns shape ``y.shape[:-1] + (y.shape[-1] // pattern.m,)``.
     """
-    pattern = _check_rnm(pattern)
+    pattern = check_nm(pattern, below_m=True)
     w = np.asarray(w, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if w.shape != y.shape:
@@ -134,10 +129,6 @@ def prox_objective(w, y, lam, pattern=NM(2, 4)) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # Regularizer objects
 # --------------------------------------------------------------------------------------
-
-
-def _check_pattern(pattern):
-    return check_nm(pattern)
 
 
 def _check_groups(x, pattern):
@@ -398,9 +389,7 @@ class RNM(Regularizer):
 
     def __init__(self, lam=1.0, *, pattern=NM(2, 4), method="alm", tol=None):
         super().__init__(lam)
-        pattern = _check_pattern(pattern)
-        if pattern.n >= pattern.m:
-            raise ValueError(f"pattern must have n < m for r_{{N:M}}, got {pattern}")
+        pattern = check_nm(pattern, below_m=True)  # r_{N:M} is defined for N < M
         from .prox import METHODS  # here: sparseopt.prox imports this module
 
         check_choice(method, "method", METHODS)
@@ -490,7 +479,7 @@ class _TailRegularizer(Regularizer):
 
     def __init__(self, lam=1.0, *, pattern=NM(2, 4)):
         super().__init__(lam)
-        self.pattern = _check_pattern(pattern)
+        self.pattern = check_nm(pattern)
 
     @classmethod
     def for_pattern(cls, pattern, *, prox_method="alm", prox_tol=None):
