@@ -43,8 +43,10 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from sparseopt.validation import check_choice
+
 from .layers import find_layers, get_weight
-from .rundir import layer_file, load_layer, read_run
+from .rundir import atomic_write, layer_file, load_layer, read_run
 
 __all__ = ["PACKED_FORMAT", "PACKED_VERSION", "pack_24", "unpack_24", "packed_ratio",
            "save_dense", "save_packed", "load_packed", "to_semi_structured",
@@ -333,15 +335,7 @@ def save_packed(model, path, *, modules=None, progress: bool = True) -> dict:
     meta = {"format": PACKED_FORMAT, "version": PACKED_VERSION, "keys": list(state),
             "weights": weights}
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".packed-", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={_META_KEY: json.dumps(meta)})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(path, lambda p: save_file(tensors, p, metadata={_META_KEY: json.dumps(meta)}))
     ratio = packed_bytes / dense_bytes
     sizes = {"n_weights": len(weights), "packed_bytes": packed_bytes,
              "dense_bytes": dense_bytes, "ratio": ratio,
@@ -760,8 +754,7 @@ def export_checkpoint(run, dense_dir, out_dir, *, variant: str = "gd",
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    if variant not in ("gd", "nogd"):
-        raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
+    check_choice(variant, "variant", ("gd", "nogd"))
     run, dense_dir, out_dir = os.fspath(run), os.fspath(dense_dir), os.fspath(out_dir)
     settings = read_run(run)
     files, file_of = _dense_files(dense_dir)

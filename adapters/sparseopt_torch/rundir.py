@@ -27,6 +27,8 @@ import os
 
 import torch
 
+from sparseopt.validation import check_choice
+
 from .layers import find_layers, get_weight, set_weight
 
 __all__ = ["SETTINGS_FILE", "EXPERIMENT_FILE", "atomic_write", "write_json", "write_text",
@@ -42,10 +44,14 @@ _BLOCK_DIR = "blocks"
 
 def atomic_write(path, write) -> None:
     """``write(tmp)`` to a temporary sibling of ``path``, then rename it to ``path``: a crash
-    leaves no half-written file."""
+    leaves no half-written file, and an error no temporary one."""
     tmp = path + ".tmp"
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def _plain(obj):
@@ -258,8 +264,7 @@ def load_pruned(model, out, *, variant="gd", modules=None) -> list:
     sequential run the "nogd" weights of a block were computed with inputs from the
     "gd"-pruned earlier blocks.
     """
-    if variant not in ("gd", "nogd"):
-        raise ValueError(f"variant must be 'gd' or 'nogd', got {variant!r}")
+    check_choice(variant, "variant", ("gd", "nogd"))
     saved = read_run(out, finished=False)
     layers = find_layers(model, saved["layers"] if modules is None else modules)
     names = []

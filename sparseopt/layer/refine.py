@@ -32,7 +32,7 @@ from ..backend import (as_numpy, from_numpy, kernel, namespace, numpy_dtype, num
                        register_kernel, zero)
 from ..linalg import frob_inner, small_lapack
 from ..patterns import TopK
-from ..validation import check_float_array, check_int, check_real
+from ..validation import check_bool, check_choice, check_float_array, check_int, check_real
 from .loss import check_layer
 
 __all__ = ["masked_optimum", "choose_solver", "PLANNED_PCG_ITERS", "CHOLESKY_FLOP_WEIGHT",
@@ -120,19 +120,14 @@ def masked_optimum(W, W_star, H, mask, *, tol=1e-6, max_iter=None, solver="auto"
     increases.
     """
     W = _check_weights(W, W_star, mask)
-    if not isinstance(assume_psd, bool):
-        raise ValueError(f"assume_psd must be True or False, got {assume_psd!r}")
+    check_bool(assume_psd, "assume_psd")
     _, Hs = check_layer(W, H, TopK(W.shape[1]), psd=not assume_psd)
     tol, max_iter, solver = _check_options(tol, max_iter, solver)
     return _masked_optimum(W, W_star, Hs, mask, tol, max_iter, solver)
 
 
 def _check_weights(W, W_star, mask):
-    if not (hasattr(W, "shape") and hasattr(W, "dtype")):
-        W = check_float_array(W, "W")
-    if W.ndim != 2:
-        raise ValueError(f"W must be a 2-D float32 or float64 array, got {tuple(W.shape)}")
-    check_float_array(W, "W")
+    W = check_float_array(W, "W", ndim=2)
     if not (hasattr(W_star, "shape") and hasattr(W_star, "dtype")):
         raise ValueError(f"W_star must be an array, got {type(W_star).__name__}")
     if tuple(W_star.shape) != tuple(W.shape):
@@ -153,9 +148,7 @@ def _check_options(tol, max_iter, solver):
     tol = check_real(tol, "tol", positive=True)
     if max_iter is not None:
         max_iter = check_int(max_iter, "max_iter", minimum=0)
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    return tol, max_iter, solver
+    return tol, max_iter, check_choice(solver, "solver", SOLVERS)
 
 
 def _masked_optimum(W, W_star, H, mask, tol, max_iter, solver):
