@@ -15,16 +15,8 @@ import numpy as np
 from ..problems import correlated_hessian, fig2_problem
 from ..threads import one_thread
 
-__all__ = [
-    "fig2_methods",
-    "fig2_problem",
-    "correlated_hessian",
-    "fig2_sweep",
-    "fig2_plot",
-    "fig2_table",
-    "section",
-    "one_thread",
-]
+__all__ = ["fig2_methods", "fig2_problem", "correlated_hessian", "fig2_sweep", "fig2_plot",
+           "fig2_table", "section", "one_thread"]
 
 
 def fig2_methods() -> tuple:

@@ -21,15 +21,8 @@ from ..prox import METHODS as _PROX_METHODS
 from ..prox.thresholds import lemma10_thresholds
 from ..regularizers import prox_objective
 
-__all__ = [
-    "METHODS",
-    "critical_lam_3sparse",
-    "regularization_path",
-    "path_grid",
-    "plot_path",
-    "solver_table",
-    "section",
-]
+__all__ = ["METHODS", "critical_lam_3sparse", "regularization_path", "path_grid", "plot_path",
+           "solver_table", "section"]
 
 #: The EnumX solvers of the 2:4 prox (``sparseopt.prox.METHODS``: alm, pgd, ipm), in the
 #: order used by the tables and plots.
@@ -82,10 +75,8 @@ def regularization_path(y, lams, *, methods=METHODS, n=2, m=4):
     if y.shape != (m,):
         raise ValueError(f"y must be one group of shape ({m},), got {y.shape}")
     lams = np.asarray(lams, dtype=np.float64)
-    return {
-        meth: np.stack([prox_nm(y[None], float(lam), n, m, method=meth)[0] for lam in lams])
-        for meth in methods
-    }
+    return {meth: np.stack([prox_nm(y[None], float(lam), n, m, method=meth)[0] for lam in lams])
+            for meth in methods}
 
 
 def path_grid(y, *, points=200, margin=1.3, method="ipm"):
@@ -187,14 +178,10 @@ def solver_table(groups=2000, lams=(0.05, 0.2, 0.5, 1.0, 2.0), *, seed=0, method
     f_best = stack[best, np.arange(stack.shape[1])]
     w_best = np.stack([Wc[meth] for meth in methods])[best, np.arange(stack.shape[1])]
     cells = groups * len(lams)
-    return {
-        meth: {
-            "us_per_cell": 1e6 * secs[meth] / cells,
-            "worst_gap": float(np.max(F[meth] - f_best)),
-            "worst_w_diff": float(np.max(np.abs(Wc[meth] - w_best))),
-        }
-        for meth in methods
-    }
+    return {meth: {"us_per_cell": 1e6 * secs[meth] / cells,
+                   "worst_gap": float(np.max(F[meth] - f_best)),
+                   "worst_w_diff": float(np.max(np.abs(Wc[meth] - w_best)))}
+            for meth in methods}
 
 
 def section(out_dir, quick=False):
@@ -238,11 +225,8 @@ def section(out_dir, quick=False):
                  "on the boundary; EnumIPM carries the global guarantee, prox24-kubler "
                  "Theorem 7.)")
     for label, table in tables:
-        rows += [
-            f"| {label} | {meth.upper()} | {r['us_per_cell']:.2f} | {r['worst_gap']:.2e} | "
-            f"{r['worst_w_diff']:.2e} |"
-            for meth, r in table.items()
-        ]
+        rows += [f"| {label} | {meth.upper()} | {r['us_per_cell']:.2f} | {r['worst_gap']:.2e} | "
+                 f"{r['worst_w_diff']:.2e} |" for meth, r in table.items()]
     rows = "\n".join(rows)
     return f"""## The 2:4 proximal operator: regularization path and solvers
 

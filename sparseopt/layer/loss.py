@@ -16,14 +16,7 @@ from ..patterns import NM, TopK
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
     check_square, check_bool
 
-__all__ = [
-    "layer_loss",
-    "masked_gd",
-    "gamma_max",
-    "check_layer",
-    "check_hessian",
-    "base_loss",
-]
+__all__ = ["layer_loss", "masked_gd", "gamma_max", "check_layer", "check_hessian", "base_loss"]
 
 
 def check_hessian(H, d_in: int | None = None, *, name: str = "H"):

@@ -66,14 +66,8 @@ from numba import njit, prange
 from ..simd import inline_in_llvm
 from ..validation import _FINITE_MAX, check_finite, check_real  # |v| <= _FINITE_MAX: finite
 
-__all__ = [
-    "enum_alm_rows",
-    "enum_alm_sorted",
-    "enum_alm_numpy",
-    "alm_trace",
-    "default_tol",
-    "DEFAULT_MAX_ITER",
-]
+__all__ = ["enum_alm_rows", "enum_alm_sorted", "enum_alm_numpy", "alm_trace", "default_tol",
+           "DEFAULT_MAX_ITER"]
 
 #: Sweeps per candidate before ALM gives up (a warning is raised by ``prox_nm``).
 DEFAULT_MAX_ITER = 10_000
