@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from sparseopt.validation import check_bool, check_int
 
 from .data import _check_documents, length_order, token_batches
+from .layers import evaluating
 
 __all__ = ["load_minilm", "embed", "fidelity", "perplexity", "dense_logits", "kl_to_dense"]
 
@@ -115,16 +116,11 @@ def embed(model, sentences, *, batch_size=32) -> torch.Tensor:
     order = length_order(tokenizer, sentences, max_length=max_length, longest_first=True)
     batches = token_batches(tokenizer, [sentences[i] for i in order],
                             batch_size=int(batch_size), max_length=int(max_length))
-    was_training = model.training
-    model.eval()
     chunks = []
-    try:
-        with torch.inference_mode():
-            for batch in batches:
-                out = model({k: v.to(device) for k, v in batch.items()})["sentence_embedding"]
-                chunks.append(F.normalize(out.float(), dim=1).cpu())
-    finally:
-        model.train(was_training)
+    with evaluating(model), torch.inference_mode():
+        for batch in batches:
+            out = model({k: v.to(device) for k, v in batch.items()})["sentence_embedding"]
+            chunks.append(F.normalize(out.float(), dim=1).cpu())
     stacked = torch.cat(chunks)
     emb = torch.empty_like(stacked)
     emb[torch.as_tensor(order)] = stacked
@@ -362,22 +358,17 @@ def perplexity(model, ids, *, seq_len, stride=None, batch_size=1, progress=False
 
     total = 0.0
     n_scored = 0
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for batch in tqdm(batches, disable=not progress, desc="perplexity", unit="batch"):
-                inputs = torch.stack([ids[b:e] for b, e, _ in batch]).to(device)
-                logits = _logits(model, "model", {"input_ids": inputs})
-                for row, (b, e, first) in enumerate(batch):
-                    # Position j predicts token j + 1: the scored tokens first..e-1 are
-                    # predicted by positions first-1..e-2 of the window.
-                    nll = _token_nll(logits[row, first - 1 - b:e - 1 - b],
-                                     inputs[row, first - b:e - b])
-                    total += float(nll.to("cpu", torch.float64).sum())
-                    n_scored += e - first
-    finally:
-        model.train(was_training)
+    with evaluating(model), torch.no_grad():
+        for batch in tqdm(batches, disable=not progress, desc="perplexity", unit="batch"):
+            inputs = torch.stack([ids[b:e] for b, e, _ in batch]).to(device)
+            logits = _logits(model, "model", {"input_ids": inputs})
+            for row, (b, e, first) in enumerate(batch):
+                # Position j predicts token j + 1: the scored tokens first..e-1 are
+                # predicted by positions first-1..e-2 of the window.
+                nll = _token_nll(logits[row, first - 1 - b:e - 1 - b],
+                                 inputs[row, first - b:e - b])
+                total += float(nll.to("cpu", torch.float64).sum())
+                n_scored += e - first
     return float(np.exp(total / n_scored))
 
 
@@ -420,28 +411,23 @@ def dense_logits(dense, batches, folder, *, progress=False) -> list:
     if isinstance(batches, Mapping):
         batches = [batches]
     out = []
-    flag = dense.training
-    dense.eval()
-    try:
-        with torch.no_grad():
-            for index, batch in enumerate(tqdm(batches, disable=not progress,
-                                               desc="dense logits", unit="batch")):
-                if not isinstance(batch, Mapping) or "input_ids" not in batch:
-                    raise ValueError(f"batch {index} must be a dict with 'input_ids', "
-                                     f"got {type(batch).__name__}")
-                logits = _logits(dense, "dense", {k: v.to(device) for k, v in batch.items()})
-                path = os.path.join(folder, f"logits-{index}.npy")
-                # float32 holds bfloat16 / float16 logits exactly; float64 stays float64
-                wide = logits.dtype == torch.float64
-                stored = np.lib.format.open_memmap(
-                    path, mode="w+", dtype=np.float64 if wide else np.float32,
-                    shape=tuple(logits.shape))
-                stored[...] = (logits if wide else logits.float()).cpu().numpy()
-                stored.flush()
-                del stored
-                out.append(torch.from_numpy(np.load(path, mmap_mode="c")))
-    finally:
-        dense.train(flag)
+    with evaluating(dense), torch.no_grad():
+        for index, batch in enumerate(tqdm(batches, disable=not progress,
+                                           desc="dense logits", unit="batch")):
+            if not isinstance(batch, Mapping) or "input_ids" not in batch:
+                raise ValueError(f"batch {index} must be a dict with 'input_ids', "
+                                 f"got {type(batch).__name__}")
+            logits = _logits(dense, "dense", {k: v.to(device) for k, v in batch.items()})
+            path = os.path.join(folder, f"logits-{index}.npy")
+            # float32 holds bfloat16 / float16 logits exactly; float64 stays float64
+            wide = logits.dtype == torch.float64
+            stored = np.lib.format.open_memmap(
+                path, mode="w+", dtype=np.float64 if wide else np.float32,
+                shape=tuple(logits.shape))
+            stored[...] = (logits if wide else logits.float()).cpu().numpy()
+            stored.flush()
+            del stored
+            out.append(torch.from_numpy(np.load(path, mmap_mode="c")))
     if not out:
         raise ValueError("batches is empty")
     return out
@@ -502,61 +488,53 @@ def kl_to_dense(model, dense, batches, *, progress=False) -> float:
     total = torch.zeros((), dtype=torch.float64, device=device_d)
     count = 0
     n_batches = 0
-    flags = (model.training, None if stored is not None else dense.training)
-    model.eval()
-    if stored is None:
-        dense.eval()
-    try:
-        with torch.no_grad():
-            for index, batch in enumerate(tqdm(batches, disable=not progress,
-                                               desc="KL to dense", unit="batch")):
-                n_batches += 1
-                if not isinstance(batch, Mapping) or "input_ids" not in batch:
-                    raise ValueError(f"batch {index} must be a dict with 'input_ids', "
-                                     f"got {type(batch).__name__}")
-                logits_m = _logits(model, "model",
-                                   {k: v.to(device_m) for k, v in batch.items()})
-                if stored is None:
-                    logits_d = _logits(dense, "dense",
-                                       {k: v.to(device_d) for k, v in batch.items()})
-                elif index < len(stored):
-                    logits_d = stored[index]
-                else:
-                    raise ValueError(f"dense holds the logits of {len(stored)} batches; "
-                                     f"batches has more")
-                if logits_m.shape != logits_d.shape:
-                    raise ValueError(f"batch {index}: model logits have shape "
-                                     f"{tuple(logits_m.shape)} but dense logits "
-                                     f"{tuple(logits_d.shape)}")
-                mask = batch.get("attention_mask")
-                if mask is None:
-                    keep = torch.ones(logits_d.shape[:2], dtype=torch.bool)
-                else:
-                    if tuple(mask.shape) != tuple(logits_d.shape[:2]):
-                        raise ValueError(f"batch {index}: attention_mask has shape "
-                                         f"{tuple(mask.shape)}, logits "
-                                         f"{tuple(logits_d.shape[:2])}")
-                    keep = mask.detach().cpu() != 0
-                rows_m = logits_m[keep.to(device_m)]
-                rows_d = logits_d[keep.to(device_d)]
-                vocab = rows_d.shape[-1]
-                chunk = max(1, _KL_CHUNK_ELEMENTS // vocab)
-                for start in range(0, rows_d.shape[0], chunk):
-                    lp_d = torch.log_softmax(rows_d[start:start + chunk].double(), dim=-1)
-                    lp_m = torch.log_softmax(
-                        rows_m[start:start + chunk].to(device_d).double(), dim=-1)
-                    if not torch.isfinite(lp_d).all():
-                        raise ValueError("the dense model produced non-finite logits")
-                    if not torch.isfinite(lp_m).all():
-                        raise ValueError("the model produced non-finite logits")
-                    p_d = lp_d.exp()
-                    term = torch.where(p_d > 0, p_d * (lp_d - lp_m), torch.zeros_like(p_d))
-                    total += term.sum()
-                count += rows_d.shape[0]
-    finally:
-        model.train(flags[0])
-        if stored is None:
-            dense.train(flags[1])
+    models = (model,) if stored is not None else (model, dense)  # dense: logits or a model
+    with evaluating(*models), torch.no_grad():
+        for index, batch in enumerate(tqdm(batches, disable=not progress,
+                                           desc="KL to dense", unit="batch")):
+            n_batches += 1
+            if not isinstance(batch, Mapping) or "input_ids" not in batch:
+                raise ValueError(f"batch {index} must be a dict with 'input_ids', "
+                                 f"got {type(batch).__name__}")
+            logits_m = _logits(model, "model",
+                               {k: v.to(device_m) for k, v in batch.items()})
+            if stored is None:
+                logits_d = _logits(dense, "dense",
+                                   {k: v.to(device_d) for k, v in batch.items()})
+            elif index < len(stored):
+                logits_d = stored[index]
+            else:
+                raise ValueError(f"dense holds the logits of {len(stored)} batches; "
+                                 f"batches has more")
+            if logits_m.shape != logits_d.shape:
+                raise ValueError(f"batch {index}: model logits have shape "
+                                 f"{tuple(logits_m.shape)} but dense logits "
+                                 f"{tuple(logits_d.shape)}")
+            mask = batch.get("attention_mask")
+            if mask is None:
+                keep = torch.ones(logits_d.shape[:2], dtype=torch.bool)
+            else:
+                if tuple(mask.shape) != tuple(logits_d.shape[:2]):
+                    raise ValueError(f"batch {index}: attention_mask has shape "
+                                     f"{tuple(mask.shape)}, logits "
+                                     f"{tuple(logits_d.shape[:2])}")
+                keep = mask.detach().cpu() != 0
+            rows_m = logits_m[keep.to(device_m)]
+            rows_d = logits_d[keep.to(device_d)]
+            vocab = rows_d.shape[-1]
+            chunk = max(1, _KL_CHUNK_ELEMENTS // vocab)
+            for start in range(0, rows_d.shape[0], chunk):
+                lp_d = torch.log_softmax(rows_d[start:start + chunk].double(), dim=-1)
+                lp_m = torch.log_softmax(
+                    rows_m[start:start + chunk].to(device_d).double(), dim=-1)
+                if not torch.isfinite(lp_d).all():
+                    raise ValueError("the dense model produced non-finite logits")
+                if not torch.isfinite(lp_m).all():
+                    raise ValueError("the model produced non-finite logits")
+                p_d = lp_d.exp()
+                term = torch.where(p_d > 0, p_d * (lp_d - lp_m), torch.zeros_like(p_d))
+                total += term.sum()
+            count += rows_d.shape[0]
     if n_batches == 0:
         raise ValueError("batches is empty")
     if stored is not None and n_batches != len(stored):

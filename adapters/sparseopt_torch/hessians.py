@@ -129,7 +129,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .layers import find_layers, get_weight, parse_device
+from .layers import evaluating, find_layers, get_weight, parse_device
 
 __all__ = ["Hessians", "collect_hessians"]
 
@@ -868,18 +868,16 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     deferred = device.type in _FULL_PRODUCT_DEVICES
     collector = (_DeferredCollector if deferred else _Collector)(layers, dtype, device,
                                                                  product_dtype)
-    modes = {module: module.training for module in model.modules()}
     handles = []
     try:
         for name, module in layers.items():
             handles.append(module.register_forward_pre_hook(
                 lambda _mod, args, kwargs, _name=name: collector.hook(_name, args, kwargs),
                 with_kwargs=True))
-        model.eval()
         seen = 0
         from tqdm.auto import tqdm
 
-        with torch.no_grad():
+        with evaluating(model), torch.no_grad():
             for index, batch in enumerate(tqdm(batches, total=n_batches, disable=not progress,
                                                desc="collect_hessians", unit="batch")):
                 collector.start_batch(batch)
@@ -892,5 +890,3 @@ def collect_hessians(model, batches, modules=None, *, forward=None, dtype=torch.
     finally:
         for handle in handles:
             handle.remove()
-        for module, training in modes.items():
-            module.train(training)

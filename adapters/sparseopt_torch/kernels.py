@@ -36,7 +36,7 @@ import torch
 from sparseopt.backend import register_kernel
 from sparseopt.linalg import damping_shift
 from sparseopt.prox.alm import DEFAULT_MAX_ITER, default_tol, enum_alm_rows
-from sparseopt.validation import check_float_array, check_int, check_real
+from sparseopt.validation import check_choice, check_float_array, check_int, check_real
 
 __all__ = ["prox24", "sparsegpt_sweep", "masked_row_cholesky"]
 
@@ -158,8 +158,7 @@ def prox24(Y, lam, *, tol=None, max_iter=None, kernel="auto", return_info=False)
         tol = check_real(tol, "tol", positive=True)
     max_iter = DEFAULT_MAX_ITER if max_iter is None else check_int(max_iter, "max_iter",
                                                                    minimum=1)
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    check_choice(kernel, "kernel", KERNELS)
     if kernel == "cuda" and Y.device.type != "cuda":
         raise ValueError(f"kernel='cuda' needs a CUDA tensor, Y is on {Y.device}")
     if kernel != "host" and Y.device.type == "cuda":

@@ -8,6 +8,7 @@ and the layer Hessian is H = X X' / n over the layer's inputs (d_in x d_in).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -16,7 +17,7 @@ import torch
 from torch import nn
 
 __all__ = ["DEFAULT_EXCLUDE", "is_prunable", "find_layers", "get_weight", "set_weight",
-           "to_numpy", "parse_device"]
+           "to_numpy", "parse_device", "evaluating"]
 
 #: Heads that are not part of the pruned body by default (name components).
 DEFAULT_EXCLUDE = ("lm_head", "pooler", "classifier", "score", "qa_outputs")
@@ -35,6 +36,20 @@ def parse_device(device, name="device", *, here=True) -> torch.device:
     if here and device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name}={str(device)!r} but torch sees no CUDA GPU on this machine")
     return device
+
+
+@contextlib.contextmanager
+def evaluating(*models):
+    """Run the ``with`` block with ``models`` in eval mode (no dropout); every submodule's
+    train/eval flag is restored on exit, also after an error."""
+    modes = {m: m.training for model in models for m in model.modules()}
+    try:
+        for model in models:
+            model.eval()
+        yield
+    finally:
+        for m, training in modes.items():
+            m.train(training)
 
 
 def _conv1d_type():

@@ -39,12 +39,12 @@ from sparseopt.layer import check_refine_steps, layer_loss, masked_gd, masked_op
 from sparseopt.layer.loss import base_loss, check_hessian, gamma_max
 from sparseopt.patterns import NM, TopK
 from sparseopt.result import Result
-from sparseopt.validation import check_int, check_real
+from sparseopt.validation import check_choice, check_int, check_real
 
 from .blocks import Activations, capture_inputs, find_blocks, return_freed_memory, run_block
 from .distributed import LayerJob
 from .hessians import Hessians, _default_forward, collect_hessians
-from .layers import find_layers, get_weight, parse_device, set_weight
+from .layers import evaluating, find_layers, get_weight, parse_device, set_weight
 from .reconstruct import BLOCK_LR, BlockRecord, reconstruct_block
 from .rundir import (create_run, fingerprint, fingerprint_weights, load_block, load_pruned,
                      open_run, save_block, save_layer, write_json, write_text)
@@ -327,8 +327,7 @@ def _check_args(method, pattern, refine_steps, on_indivisible, calibration):
     if not isinstance(pattern, (NM, TopK)):
         raise ValueError(f"pattern must be an NM or TopK instance, got {pattern!r}")
     check_refine_steps(refine_steps)
-    if on_indivisible not in ("error", "skip"):
-        raise ValueError(f"on_indivisible must be 'error' or 'skip', got {on_indivisible!r}")
+    check_choice(on_indivisible, "on_indivisible", ("error", "skip"))
     if len(calibration) == 0:
         raise ValueError("calibration is empty: give at least one batch of inputs")
 
@@ -723,15 +722,9 @@ class _Stream:
         if fresh:
             self.next = Activations(len(self.calibration), self.limit, self.cache_dir)
         block = self.blocks[i]
-        modes = {m: m.training for m in block.modules()}
-        block.eval()
-        try:
-            with torch.no_grad():
-                for item in self._items():
-                    self._run(block, item, True)
-        finally:
-            for m, training in modes.items():
-                m.train(training)
+        with evaluating(block), torch.no_grad():
+            for item in self._items():
+                self._run(block, item, True)
 
     def reconstruct(self, i, weights, steps, lr, progress):
         """+BR of block ``i`` (:func:`~sparseopt_torch.reconstruct.reconstruct_block`): its
