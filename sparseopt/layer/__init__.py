@@ -182,14 +182,9 @@ def prune(W, H, method="prox", pattern=NM(2, 4), refine_steps=0, *, assume_psd=F
     loss = layer_loss(W_out, W_star, Hs)
     base = base_loss(W_star, Hs)
     info["base_loss"] = base  # Tr(W* H W*'): callers need not pay for it again
-    if base > 0:
-        rel = loss / base
-    else:
-        rel = 0.0 if loss == 0 else float("inf")
-    stop_reason = res.stop_reason or ONE_SHOT
-    return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit, stop_reason=stop_reason,
-                       status=res.status,
+    rel = loss / base if base > 0 else (0.0 if loss == 0 else float("inf"))
+    return PruneResult(x=W_out, mask=mask, fun=loss, nit=res.nit,
+                       stop_reason=res.stop_reason or ONE_SHOT, status=res.status,
                        history=history, info=info, rel_loss=rel, time=elapsed,
-                       method_time=method_time,
-                       method=spec.name)
+                       method_time=method_time, method=spec.name)
 

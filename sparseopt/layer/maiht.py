@@ -100,5 +100,4 @@ def maiht_prune(W, H, pattern, *, mu=0.1, step_scale=0.95, iters=50, support_ste
     info = {"nit": res.nit, "stop_reason": res.stop_reason, "step": step, "mu": float(mu),
             "normalize": bool(normalize), "solver_info": dict(res.info)}
     return PruneResult(x=W_out, mask=mask, nit=res.nit, stop_reason=res.stop_reason,
-                       status=res.status,
-                       history=dict(res.history), info=info)
+                       status=res.status, history=dict(res.history), info=info)

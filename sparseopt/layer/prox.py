@@ -496,34 +496,28 @@ def prox_prune(W, H, pattern, *, regularizer="rnm", schedule="fast", start="dens
         min_iter = min(max_iter, 1)
     steps = Schedule(float(lam0) * lam_scale, float(beta), sched.beta_start, sched.beta_tail,
                      sched.stop_fraction, min_iter, sched.tail_tol)
-    res = proximal_gradient(f, reg, steps, step=eta, x0=x0, max_iter=max_iter,
-                            pattern=pattern,
+    res = proximal_gradient(f, reg, steps, step=eta, x0=x0, max_iter=max_iter, pattern=pattern,
                             momentum=None if sched.momentum == "plain" else sched.momentum,
                             progress=progress, desc="prox")
     Wk, k = res.x, res.nit
-    done = res.stop_reason == "x in pattern"
-    projected = not done
+    projected = res.stop_reason != "x in pattern"
     if projected:
         Wk = pattern.project(Wk)
-    stop = "W is N:M" if done else (
-        f"{res.stop_reason} (projected onto the pattern)")
+    stop = f"{res.stop_reason} (projected onto the pattern)" if projected else "W is N:M"
     W_out = xp.astype(Wk / xp.astype(s[None, :], dt), dt, copy=False)
     mask = pattern.mask(W_out)
     W_out = xp.where(mask, W_out, zero(W_out))
     info = {
         "nit": k, "stop_reason": stop, "projected": projected,
         "schedule": schedule if isinstance(schedule, str) else asdict(sched),
-        "lam0": float(lam0),
-        "beta": float(beta), "beta_start": res.info["beta_start"],
+        "lam0": float(lam0), "beta": float(beta), "beta_start": res.info["beta_start"],
         "beta_tail": res.info["beta_tail"], "momentum": sched.momentum,
         "restarts": res.info["restarts"], "lam_final": res.info["lam_final"] / lam_scale,
         "eta": eta, "clip": clip, "clip_auto": auto,
         "clip_precision": precision if clip else None,  # of the eigen solve
         "beta_clip": sched.beta_clip if clip_growth else None,  # None: not applied
-        "stop_fraction": res.info["stop_fraction"],
-        "rescale": bool(rescale),
-        "prox_method": prox_method,
-        "start": start,
+        "stop_fraction": res.info["stop_fraction"], "rescale": bool(rescale),
+        "prox_method": prox_method, "start": start,
         "regularizer": regularizer if isinstance(regularizer, str) else repr(regularizer),
     }
     history = {key: res.history[key] for key in ("lam", "loss", "nm_fraction", "time")}
