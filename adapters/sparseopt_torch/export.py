@@ -46,6 +46,7 @@ from torch import nn
 from sparseopt.validation import check_choice
 
 from .layers import find_layers, get_weight
+from .models import SAFE_INDEX, checkpoint_files
 from .rundir import atomic_write, layer_file, load_layer, read_run
 
 __all__ = ["PACKED_FORMAT", "PACKED_VERSION", "pack_24", "unpack_24", "packed_ratio",
@@ -522,13 +523,12 @@ def to_semi_structured(model, *, modules=None, check: bool = True, rtol: float =
 #: (safetensors shards are rewritten; other formats would hold the dense weights).
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack",
                     ".gguf")
-_SAFE_INDEX = "model.safetensors.index.json"
 #: Folders of a downloaded model that describe the dense files (hub cache, git).
 _SKIPPED_DIRS = (".cache", ".git")
 
 
 def _is_weight_file(fname: str) -> bool:
-    if fname == _SAFE_INDEX:
+    if fname == SAFE_INDEX:
         return False  # copied (it maps keys to shards, which keep their names)
     if fname.endswith(".index.json"):
         fname = fname[: -len(".index.json")]  # pytorch_model.bin.index.json, ...
@@ -539,42 +539,12 @@ def _is_weight_file(fname: str) -> bool:
 
 def _dense_files(dense_dir) -> tuple[list, dict]:
     """(safetensors file names, {key: file name}) of a model folder, checked."""
-    from safetensors import SafetensorError, safe_open
-
     if not os.path.isdir(dense_dir):
         raise ValueError(f"dense_dir={dense_dir!r} is not a folder")
     if not os.path.isfile(os.path.join(dense_dir, "config.json")):
         raise ValueError(f"dense_dir={dense_dir!r} has no config.json: not a Hugging Face model "
                          "folder (write one with model.save_pretrained(folder))")
-    files = sorted(f for f in os.listdir(dense_dir) if f.endswith(".safetensors")
-                   and os.path.isfile(os.path.join(dense_dir, f)))
-    if not files:
-        raise ValueError(f"dense_dir={dense_dir!r} holds no .safetensors weights (found "
-                         f"{sorted(os.listdir(dense_dir))[:8]}); re-save the model with "
-                         "model.save_pretrained(folder), which writes safetensors")
-    index = os.path.join(dense_dir, _SAFE_INDEX)
-    if os.path.isfile(index):
-        try:
-            with open(index) as fh:
-                weight_map = dict(json.load(fh)["weight_map"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"dense_dir={dense_dir!r}: unreadable {_SAFE_INDEX} ({exc})") \
-                from None
-        absent = sorted(set(weight_map.values()) - set(files))
-        if absent:
-            raise ValueError(f"dense_dir={dense_dir!r}: {_SAFE_INDEX} names missing shards "
-                             f"{absent[:3]}")
-        return files, weight_map
-    file_of = {}
-    for fname in files:
-        try:
-            with safe_open(os.path.join(dense_dir, fname), "pt") as fh:
-                for key in fh.keys():
-                    file_of.setdefault(key, fname)
-        except SafetensorError as exc:
-            raise ValueError(f"dense_dir={dense_dir!r}: {fname} is not a readable safetensors "
-                             f"file ({exc})") from None
-    return files, file_of
+    return checkpoint_files(dense_dir, "dense_dir")
 
 
 def _checkpoint_key(name: str, keys, tied: bool) -> str:
@@ -856,7 +826,7 @@ def _check_shapes(run, dense_dir, layers, key_of, file_of, conv1d):
             if fname not in opened:
                 opened[fname] = safe_open(os.path.join(dense_dir, fname), "pt")
             if key_of[name] not in opened[fname].keys():
-                raise ValueError(f"dense_dir={dense_dir!r}: {_SAFE_INDEX} places "
+                raise ValueError(f"dense_dir={dense_dir!r}: {SAFE_INDEX} places "
                                  f"{key_of[name]!r} (pruned layer {name!r}) in {fname}, which "
                                  "does not hold it")
             stored = tuple(opened[fname].get_slice(key_of[name]).get_shape())

@@ -36,6 +36,47 @@ def _config(folder):
     return AutoConfig.from_pretrained(folder)
 
 
+#: The index of a sharded safetensors checkpoint (tensor key -> shard file).
+SAFE_INDEX = "model.safetensors.index.json"
+
+
+def checkpoint_files(folder, name="model folder") -> tuple:
+    """(safetensors file names, {tensor key: file name}) of a Hugging Face model folder: the
+    index's map when the checkpoint is sharded (:data:`SAFE_INDEX`), else the files' headers.
+    ValueError, naming the folder as ``name`` does, without safetensors weights or with an
+    unreadable index or file."""
+    from safetensors import SafetensorError, safe_open
+
+    where = f"{name} {folder!r}"
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")
+                   and os.path.isfile(os.path.join(folder, f)))
+    if not files:
+        raise ValueError(f"{where} holds no .safetensors weights (found "
+                         f"{sorted(os.listdir(folder))[:8]}); re-save the model with "
+                         "model.save_pretrained(folder), which writes safetensors")
+    index = os.path.join(folder, SAFE_INDEX)
+    if os.path.isfile(index):
+        try:
+            with open(index) as fh:
+                weight_map = dict(json.load(fh)["weight_map"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{where}: unreadable {SAFE_INDEX} ({exc})") from None
+        absent = sorted(set(weight_map.values()) - set(files))
+        if absent:
+            raise ValueError(f"{where}: {SAFE_INDEX} names missing shards {absent[:3]}")
+        return files, weight_map
+    file_of = {}
+    for fname in files:
+        try:
+            with safe_open(os.path.join(folder, fname), "pt") as fh:
+                for key in fh.keys():
+                    file_of.setdefault(key, fname)
+        except SafetensorError as exc:
+            raise ValueError(f"{where}: {fname} is not a readable safetensors file "
+                             f"({exc})") from None
+    return files, file_of
+
+
 def is_causal_lm(config) -> bool:
     """True for decoder language models (``*ForCausalLM`` in ``config.architectures``)."""
     names = getattr(config, "architectures", None) or ()
@@ -52,22 +93,8 @@ class CheckpointWeights:
     """
 
     def __init__(self, folder):
-        from safetensors import safe_open
-
-        index = os.path.join(folder, "model.safetensors.index.json")
-        if os.path.exists(index):
-            with open(index) as fh:
-                files = json.load(fh)["weight_map"]
-            self.file_of = {k: os.path.join(folder, f) for k, f in files.items()}
-        else:
-            names = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
-            if not names:
-                raise ValueError(f"model folder {folder!r} holds no .safetensors weights")
-            self.file_of = {}
-            for name in names:
-                with safe_open(os.path.join(folder, name), "pt") as fh:
-                    for key in fh.keys():
-                        self.file_of[key] = os.path.join(folder, name)
+        _, file_of = checkpoint_files(folder)
+        self.file_of = {k: os.path.join(folder, f) for k, f in file_of.items()}
         self.folder = folder
 
     def __contains__(self, key):
