@@ -318,6 +318,7 @@ def _train(model, layers, names, batches, teacher, masks, settings, state, check
     from tqdm.auto import tqdm
 
     from .evaluate import _logits
+    from .layers import training_only
     from .proxsparse import _restore, _save_state
     from .reconstruct import _check_masks, _mask_
 
@@ -326,65 +327,55 @@ def _train(model, layers, names, batches, teacher, masks, settings, state, check
     params = [layers[n].weight for n in names]
     pmasks = [masks[n] if isinstance(layers[n], torch.nn.Linear) else masks[n].T
               for n in names]
-    flags = {p: p.requires_grad for p in model.parameters()}
     steps = settings.steps if settings.steps is not None or settings.minutes is not None \
         else len(batches)
     budget = None if settings.minutes is None else 60.0 * settings.minutes
     hist = {"step": [], "loss": [], "time": []}
     k = 0
     t0 = time.perf_counter() - (state["elapsed"] if state is not None else 0.0)
-    try:
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            gen = torch.Generator().manual_seed(settings.seed)
-            for p in model.parameters():
-                p.requires_grad_(False)
-            for p in params:
-                p.requires_grad_(True)
-                p.grad = None
-            opt = torch.optim.AdamW(params, lr=float(settings.lr), weight_decay=0.0)
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)  # constant lr
-            order = []
-            if state is not None:
-                k, order = state["k"], list(state["order"])
-                _restore(state, layers, names, opt, sched, gen, device)
-                hist = {key: list(v) for key, v in state["hist"].items()}
-                state = None
-            last_save = time.perf_counter()
-            bar = tqdm(initial=k, total=steps, desc="finetune", unit="step",
-                       disable=None if progress is None else not progress)
-            while (k < steps) if steps is not None else (time.perf_counter() - t0 < budget):
-                if not order:
-                    order = torch.randperm(len(batches), generator=gen).tolist()
-                i = order.pop(0)
-                batch = {key: v.to(device) for key, v in batches[i].items()}
-                opt.zero_grad(set_to_none=False)
-                loss = distillation_loss(_logits(model, "model", batch), teacher[i],
-                                         settings.temperature, batch.get("attention_mask"))
-                if not torch.isfinite(loss.detach()):
-                    raise ValueError(f"non-finite loss at step {k} (try a lower lr)")
-                loss.backward()
-                with torch.no_grad():
-                    _mask_([p.grad for p in params], pmasks)
-                    opt.step()
-                    _mask_(params, pmasks)
-                _check_masks(names, params, pmasks, k, what="finetune")
-                sched.step()
-                for key, value in (("step", k), ("loss", float(loss.detach())),
-                                   ("time", time.perf_counter() - t0)):
-                    hist[key].append(value)
-                k += 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{hist['loss'][-1]:.4g}")
-                more = (k < steps) if steps is not None else True
-                if more and time.perf_counter() - last_save >= checkpoint_every:
-                    _save_state(state_path, run_id, k, order, layers, names, opt, sched, gen,
-                                device, hist, time.perf_counter() - t0)
-                    last_save = time.perf_counter()
-            bar.close()
-    finally:
-        for p, flag in flags.items():
-            p.requires_grad_(flag)
-            p.grad = None
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
+            training_only(model, params):
+        gen = torch.Generator().manual_seed(settings.seed)
+        opt = torch.optim.AdamW(params, lr=float(settings.lr), weight_decay=0.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)  # constant lr
+        order = []
+        if state is not None:
+            k, order = state["k"], list(state["order"])
+            _restore(state, layers, names, opt, sched, gen, device)
+            hist = {key: list(v) for key, v in state["hist"].items()}
+            state = None
+        last_save = time.perf_counter()
+        bar = tqdm(initial=k, total=steps, desc="finetune", unit="step",
+                   disable=None if progress is None else not progress)
+        while (k < steps) if steps is not None else (time.perf_counter() - t0 < budget):
+            if not order:
+                order = torch.randperm(len(batches), generator=gen).tolist()
+            i = order.pop(0)
+            batch = {key: v.to(device) for key, v in batches[i].items()}
+            opt.zero_grad(set_to_none=False)
+            loss = distillation_loss(_logits(model, "model", batch), teacher[i],
+                                     settings.temperature, batch.get("attention_mask"))
+            if not torch.isfinite(loss.detach()):
+                raise ValueError(f"non-finite loss at step {k} (try a lower lr)")
+            loss.backward()
+            with torch.no_grad():
+                _mask_([p.grad for p in params], pmasks)
+                opt.step()
+                _mask_(params, pmasks)
+            _check_masks(names, params, pmasks, k, what="finetune")
+            sched.step()
+            for key, value in (("step", k), ("loss", float(loss.detach())),
+                               ("time", time.perf_counter() - t0)):
+                hist[key].append(value)
+            k += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{hist['loss'][-1]:.4g}")
+            more = (k < steps) if steps is not None else True
+            if more and time.perf_counter() - last_save >= checkpoint_every:
+                _save_state(state_path, run_id, k, order, layers, names, opt, sched, gen,
+                            device, hist, time.perf_counter() - t0)
+                last_save = time.perf_counter()
+        bar.close()
     return hist, time.perf_counter() - t0
 
 

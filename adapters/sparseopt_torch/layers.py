@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 __all__ = ["DEFAULT_EXCLUDE", "is_prunable", "find_layers", "get_weight", "set_weight",
-           "to_numpy", "parse_device", "evaluating"]
+           "to_numpy", "parse_device", "evaluating", "training_only"]
 
 #: Heads that are not part of the pruned body by default (name components).
 DEFAULT_EXCLUDE = ("lm_head", "pooler", "classifier", "score", "qa_outputs")
@@ -50,6 +50,27 @@ def evaluating(*models):
     finally:
         for m, training in modes.items():
             m.train(training)
+
+
+@contextlib.contextmanager
+def training_only(model, params):
+    """Run the ``with`` block with gradients for ``params`` only: every other parameter of
+    ``model`` frozen, ``params`` trainable with no gradient yet. On exit, also after an
+    error, every flag is restored and the gradients of ``params`` are dropped."""
+    params = list(params)
+    flags = {p: p.requires_grad for p in model.parameters()}
+    try:
+        for p in flags:
+            p.requires_grad_(False)
+        for p in params:
+            p.requires_grad_(True)
+            p.grad = None
+        yield
+    finally:
+        for p, flag in flags.items():
+            p.requires_grad_(flag)
+        for p in params:
+            p.grad = None
 
 
 def _conv1d_type():

@@ -29,7 +29,7 @@ from sparseopt import NM
 from sparseopt.result import Result
 from sparseopt.validation import check_bool, check_choice, check_int, check_real
 
-from .layers import find_layers, get_weight
+from .layers import find_layers, get_weight, training_only
 
 __all__ = ["ProxSparseResult", "ProxSparseSettings", "proxsparse", "apply_masks", "mask_24", "reg_w0",
            "next_token_loss", "embedding_distance_loss"]
@@ -430,7 +430,6 @@ def proxsparse(model, batches, loss_fn, settings, *, modules=None, keep_weights=
     mask0 = {name: mask_24(W0[name]) for name in names}
     n_groups = sum(W.numel() // 4 for W in W0.values())
     device = next(iter(params.values())).device
-    grad_flags = {p: p.requires_grad for p in model.parameters()}
 
     hist = {k: [] for k in ("step", "loss", "reg_w0", "objective", "lr", "lam", "r24", "frac_24",
                             "mask_change", "time")}
@@ -438,14 +437,9 @@ def proxsparse(model, batches, loss_fn, settings, *, modules=None, keep_weights=
     t0 = time.perf_counter() - (state["elapsed"] if state is not None else 0.0)
     k0 = 0
     try:
-        with torch.random.fork_rng(devices=rng_devices):
+        with torch.random.fork_rng(devices=rng_devices), training_only(model, params.values()):
             torch.manual_seed(seed)
             gen = torch.Generator().manual_seed(seed)
-            for p in model.parameters():
-                p.requires_grad_(False)
-            for p in params.values():
-                p.requires_grad_(True)
-                p.grad = None
             opt = torch.optim.AdamW(list(params.values()), lr=float(lr), betas=tuple(betas),
                                     weight_decay=weight_decay)
             sched = torch.optim.lr_scheduler.LambdaLR(
@@ -520,10 +514,6 @@ def proxsparse(model, batches, loss_fn, settings, *, modules=None, keep_weights=
         with torch.no_grad():
             for n in names:
                 get_weight(layers[n]).copy_(W0[n])
-        for p, flag in grad_flags.items():
-            p.requires_grad_(flag)
-        for p in params.values():
-            p.grad = None
 
     differ = sum(int((masks[n] != mask0[n]).reshape(-1, 4).any(dim=1).sum()) for n in names)
     info = {"layers": names, "n_groups": n_groups, "steps": steps, "warmup_steps": n_warm,

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .layers import evaluating, training_only
+
 __all__ = ["reconstruct_block", "BlockRecord", "BLOCK_STEPS", "BLOCK_LR"]
 
 #: Steps of ``sparseopt prune --block-steps`` without a number: on SmolLM2-135M (sparsegpt
@@ -160,15 +162,9 @@ def reconstruct_block(block, run, targets, weights, *, steps, lr, seed, padding=
     padding = [None] * n if padding is None else list(padding)
     masks = [p.detach() != 0 for p in params]
     t0 = time.perf_counter()
-    grads = {p: p.requires_grad for p in block.parameters()}
-    modes = {m: m.training for m in block.modules()}
     start = [p.detach().clone() for p in params]
-    try:
-        block.eval()  # no dropout: the fit and its error are deterministic
-        for p in grads:
-            p.requires_grad_(False)
-        for p in params:
-            p.requires_grad_(True)
+    # eval mode: no dropout, so the fit and its error are deterministic
+    with evaluating(block), training_only(block, params):
         err_start, norm, tokens = _error(run, targets, padding)
         optimizer = torch.optim.Adam(params, lr=lr)
         gen = torch.Generator().manual_seed(int(seed))
@@ -195,12 +191,6 @@ def reconstruct_block(block, run, targets, weights, *, steps, lr, seed, padding=
                 for p, w in zip(params, start):
                     p.copy_(w)
             err_end, kept = err_start, "start"
-    finally:
-        for p, g in grads.items():
-            p.requires_grad_(g)
-            p.grad = None
-        for m, training in modes.items():
-            m.train(training)
     return BlockRecord(name=name, layers=names, steps=int(steps), lr=float(lr),
                        n_tokens=int(tokens), dense_norm=norm, error_start=err_start,
                        error_end=err_end, kept=kept, time=time.perf_counter() - t0,
