@@ -4,19 +4,18 @@ deliberately broken library functions that must fail."""
 
 from __future__ import annotations
 
+import importlib
 import os
-import sys
 
 import numpy as np
 import pytest
 
-import sparseopt.layer.iobs  # noqa: F401  (loads the modules whose names the tests patch;
-import sparseopt.solvers.iobs  # noqa: F401  the packages re-export functions of those names)
 from theory_checks._testing import assert_quick_run_holds, run_quick
 
 CHECKS = ["iobs_rounds_overfit", "iobs_stochastic"]
-layer_iobs = sys.modules["sparseopt.layer.iobs"]
-solver_iobs = sys.modules["sparseopt.solvers.iobs"]
+#: the modules whose names the tests patch (their packages re-export functions of those names)
+layer_iobs = importlib.import_module("sparseopt.layer.iobs")
+solver_iobs = importlib.import_module("sparseopt.solvers.iobs")
 
 
 @pytest.mark.parametrize("name", CHECKS)

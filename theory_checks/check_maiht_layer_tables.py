@@ -128,8 +128,8 @@ def run(out_dir, quick=False):
         ax1.plot(ITERS, c / c[0], "o-")
     for c in scarce_curves:
         ax2.plot(ITERS_SCARCE, c / c[0], "o-")
-    ax1.set_title(f"n = 2 d_in calibration samples", fontsize=9)
-    ax2.set_title(f"n = d_in / 2 calibration samples", fontsize=9)
+    ax1.set_title("n = 2 d_in calibration samples", fontsize=9)
+    ax2.set_title("n = d_in / 2 calibration samples", fontsize=9)
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("mAIHT iterations t_1 (+30 refinement steps)")

@@ -133,12 +133,14 @@ CLAIMS: list[Claim] = [
           check="iobs_stochastic", outcome="DEVIATES",
           finding="with the library's mini-batch gradients of least squares (every batch enumerated): "
                   "E_b[G] has full rank for every b < n and the smallest admissible lam, lambda_max(H - "
-                  "E_b[G]), is smaller than the full batch's in most cases but not all (a larger one exists "
-                  "for every b, the first verified by its Rayleigh quotient); and since tr E[G] = 1 it is never below lambda_max(H) - 1, so the "
-                  "gain is at most 1 in absolute terms (about 1.5% when lambda_max(H) is about 50)."),
+                  "E_b[G]), is smaller than the full batch's in most cases but not all (a larger one "
+                  "exists for every b, the first verified by its Rayleigh quotient); and since "
+                  "tr E[G] = 1 it is never below lambda_max(H) - 1, so the gain is at most 1 in absolute "
+                  "terms (about 1.5% when lambda_max(H) is about 50)."),
     Claim("iobs-eq15", PAPER, "App. B.1, eq. (15)",
-          "Since lambda_max(G(theta)) = ||g(theta)||^2 and ||grad f(theta)|| <= E||g(theta)||, condition (14) "
-          "can be viewed as a matrix version of the (L0, L1)-smoothness ||grad^2 f|| <= L0 + L1 ||grad f||^2.",
+          "Since lambda_max(G(theta)) = ||g(theta)||^2 and ||grad f(theta)|| <= E||g(theta)||, condition "
+          "(14) can be viewed as a matrix version of the (L0, L1)-smoothness ||grad^2 f|| <= L0 + L1 "
+          "||grad f||^2.",
           check="iobs_stochastic", outcome="DEVIATES",
           finding="G = g g' / ||g||^2 of eq. (14) has lambda_max(G) = 1 for every g != 0, not ||g||^2, so "
                   "(14) only bounds ||grad^2 f|| by lam + 1. The reading holds for the unnormalised G = g g' "
