@@ -136,7 +136,10 @@ def _newton_support(z, lam, starts, s, iters=40):
 
 
 def reference(Y, lams, W):
-    """Independent extended-precision reference: (f_ref (L, P), w_ref (L, P, 4) float64)."""
+    """Independent extended-precision reference: (f_ref (L, P), w_ref (L, P, 4) float64).
+
+    ``W`` maps a solver's name to its answers (L, P, 4); each solver's answer restricted to a
+    support is one of the Newton starts (with ``z`` and ``z / 2``)."""
     P = Y.shape[0]
     a = np.abs(Y)
     order = np.argsort(-a, axis=1, kind="stable")
@@ -145,7 +148,7 @@ def reference(Y, lams, W):
     w_ref = np.empty((len(lams), P, 4))
     for k, lam in enumerate(lams):
         pts = [np.concatenate([z[:, :2], np.zeros((P, 2))], axis=1).astype(LD)]
-        starts = [z, z / 2] + [np.take_along_axis(np.abs(W[m][k]), order, axis=1) for m in METHODS]
+        starts = [z, z / 2] + [np.take_along_axis(np.abs(W[m][k]), order, axis=1) for m in W]
         for s in (3, 4):
             for st in starts:
                 pts.append(_newton_support(z, lam, st, s))

@@ -1,0 +1,35 @@
+"""The ``liu_lambda_tables`` theory check (proxsparse-liu Table 4's small-lambda_1 side, Table 5
+and Fig. 2) in quick mode, and a break that must make it fail; it needs the torch adapter."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from theory_checks._testing import assert_quick_run_holds, run_quick
+
+
+def test_liu_lambda_tables_holds_quick(tmp_path):
+    pytest.importorskip("torch")
+    ok, got = run_quick("liu_lambda_tables", tmp_path)
+    assert_quick_run_holds("liu_lambda_tables", ok, got, tmp_path)
+
+
+def test_liu_lambda_tables_fails_without_reg_w0(monkeypatch, tmp_path):
+    """Reg_W0 switched off (zero): a large lambda_2 no longer pulls the kept weights back to
+    W0, so Fig. 2's drop of the norm gap at lambda_2 = 2500 is not shown."""
+    pytest.importorskip("torch")
+    ps = importlib.import_module("sparseopt_torch.proxsparse")  # the package's name is a function
+
+    orig = ps.reg_w0
+    monkeypatch.setattr(ps, "reg_w0", lambda W, W0, eps: 0.0 * orig(W, W0, eps))
+    ok, got = run_quick("liu_lambda_tables", tmp_path)
+    assert ok is False
+    assert got["liu-fig2-normgap"][1] is False
+
+
+def test_liu_table3_holds_quick(tmp_path):
+    pytest.importorskip("torch")
+    ok, got = run_quick("liu_table3", tmp_path)
+    assert_quick_run_holds("liu_table3", ok, got, tmp_path)
