@@ -7,6 +7,7 @@ Usage::
     python benchmarks/real_lm.py --quick                          # 2 methods, 8 x 128 tokens
     python benchmarks/real_lm.py --methods sparsegpt prox proxsparse  # proxsparse: its defaults
     python benchmarks/real_lm.py --methods wanda sparsegpt --block-steps 50   # + rows with +BR
+    python benchmarks/real_lm.py --methods prox --block-steps 50 --finetune-minutes 10 30
 
 The model is SmolLM2-135M-Instruct (Llama architecture, 30 blocks, hidden 576, grouped-query
 attention 9/3 heads, tied embeddings), shipped as a Q4_1 GGUF file by the PyPI wheel
@@ -29,7 +30,9 @@ For every method, one child process runs::
         [--block-steps S --block-lr LR]   (with --block-steps S: a second run with +BR)
 
 (its wall time is the method's whole time; its peak resident memory is read by the child
-itself), then ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and
+itself); with ``--finetune-minutes M ...`` a child process then runs, for each budget M,
+``sparseopt finetune RUN/M --minutes M --name <row>+FT<M>m`` on the method's last run (with
++BR where ``--block-steps`` is given: masked distillation after block reconstruction); then ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and
 without +GD: perplexity by SparseGPT's and Wanda's protocol (disjoint windows of L tokens) and
 KL to the dense model. The table is printed and written to ``CACHE/real_lm.md``. Runs are
 resumable: a rerun reuses finished runs (delete ``CACHE/runs`` to measure again).
@@ -90,6 +93,18 @@ def text_files(cache, texts=None):
     return calibration, held_out
 
 
+def _child(cmd):
+    """Run ``cmd`` (a ``sparseopt`` command in a child process, ``_CHILD``): (whole seconds,
+    peak RSS in GiB)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    whole = time.perf_counter() - t0
+    kib = [int(line.split()[1]) for line in done.stdout.splitlines()
+           if line.startswith("MAXRSS_KIB")]
+    return whole, kib[0] / 2**20
+
+
 def prune(model, out, method, calib, args, sequential=False, block=False):
     """One ``sparseopt prune`` in a child process: (whole seconds, peak RSS in GiB);
     ``block``: with +BR (``--block-steps``)."""
@@ -101,13 +116,19 @@ def prune(model, out, method, calib, args, sequential=False, block=False):
     if block:
         cmd += ["--block-steps", str(args.block_steps)]
         cmd += ["--block-lr", str(args.block_lr)] if args.block_lr is not None else []
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    whole = time.perf_counter() - t0
-    kib = [int(line.split()[1]) for line in done.stdout.splitlines()
-           if line.startswith("MAXRSS_KIB")]
-    return whole, kib[0] / 2**20
+    return _child(cmd)
+
+
+def finetune(run_folder, method, minutes, args):
+    """``sparseopt finetune`` of the run ``run_folder/method`` for ``minutes`` in a child
+    process, named after the run's eval row plus ``+FT<minutes>m``: (whole seconds, peak RSS
+    in GiB)."""
+    name = method + ("+GD" if args.refine_steps not in ("0", 0) else "") + (
+        "+BR" if args.block_steps > 0 else "") + f"+FT{minutes:g}m"
+    cmd = [sys.executable, "-c", _CHILD, "finetune", os.path.join(run_folder, method),
+           "--minutes", f"{minutes:g}", "--lr", f"{args.finetune_lr:g}", "--name", name]
+    cmd += ["--device", args.device] if args.device else []
+    return _child(cmd)
 
 
 def main(argv=None):
@@ -124,6 +145,14 @@ def main(argv=None):
                    help="also run every method with +BR (block reconstruction) of this many "
                         "Adam steps per block (rows <method>+GD+BR); 0: none")
     p.add_argument("--block-lr", type=float, default=None, help="+BR learning rate")
+    p.add_argument("--finetune-minutes", type=float, nargs="*", default=[],
+                   help="masked distillation of every method's last run (with +BR where "
+                        "--block-steps is given) for each of these budgets in minutes (rows "
+                        "<row>+FT<M>m)")
+    p.add_argument("--finetune-lr", type=float, default=1e-4,
+                   help="AdamW's learning rate of the distillation (default 1e-4: a budget "
+                        "of minutes is a few hundred steps on 2 cores; the command's 1e-5 is "
+                        "made for long runs)")
     p.add_argument("--device", default=None)
     p.add_argument("--cache", default=os.path.join("runs", "real_lm"))
     p.add_argument("--texts", default=None, help="folder holding the gensim test texts")
@@ -167,6 +196,19 @@ def main(argv=None):
             # None: a run made before the figures were kept (its whole time is not known)
             costs[(method + ("+BR" if b else ""), sequential)] = tuple(
                 saved_costs[label] or (None, None))
+    for method, sequential in jobs:
+        for minutes in args.finetune_minutes:
+            label = (method + (" (sequential)" if sequential else "") + (
+                f" +BR{br_tag}" if br[-1] else "") + f" +FT{minutes:g}m")
+            if label not in saved_costs:
+                print(f"[real_lm] finetune {label}", flush=True)
+                saved_costs[label] = finetune(folder(sequential, br[-1]), method, minutes,
+                                              args)
+                with open(costs_file + ".tmp", "w") as fh:
+                    json.dump(saved_costs, fh, indent=1)
+                os.replace(costs_file + ".tmp", costs_file)
+            costs[(method + ("+BR" if br[-1] else "") + f"+FT{minutes:g}m", sequential)] = \
+                tuple(saved_costs[label])
     rows = []
     for seq, b in sorted({(s, b) for _, s in jobs for b in br}):
         run_out = folder(seq, b)
@@ -178,9 +220,12 @@ def main(argv=None):
             saved = json.load(fh)
         evaluation = saved["evaluation"]
         for r in saved["rows"]:
-            if b and not r["run"].endswith("+BR"):
+            parts = r["run"].split("+")  # e.g. prox+GD+BR+FT10m
+            if b and "BR" not in parts:
                 continue  # dense and the one-shot rows: those of the plain runs
-            method = r["run"].removesuffix("+BR").removesuffix("+GD") + ("+BR" if b else "")
+            if not b and "FT" in r["run"] and br[-1]:
+                continue  # a finetuned run of an earlier call without +BR
+            method = parts[0] + "".join("+" + q for q in parts[1:] if q != "GD")
             if r["run"] == "dense" and seq:
                 continue
             whole, rss = costs.get((method, seq), (None, None))
@@ -206,7 +251,9 @@ def main(argv=None):
     with open(os.path.join(args.cache, f"real_lm-{tag}.json"), "w") as fh:
         json.dump({"settings": {"n_calib": args.n_calib, "seq_len": args.seq_len,
                                 "refine_steps": args.refine_steps, "device": args.device,
-                                "block_steps": args.block_steps, "block_lr": args.block_lr},
+                                "block_steps": args.block_steps, "block_lr": args.block_lr,
+                                "finetune_minutes": args.finetune_minutes,
+                                "finetune_lr": args.finetune_lr},
                    "evaluation": evaluation,
                    "rows": [{"run": label, "perplexity": r["perplexity"], "kl": r["kl"],
                              "method_time": r.get("time"), "whole_time": whole,
