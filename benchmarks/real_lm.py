@@ -34,8 +34,10 @@ itself); with ``--finetune-minutes M ...`` a child process then runs, for each b
 ``sparseopt finetune RUN/M --minutes M --name <row>+FT<M>m`` on the method's last run (with
 +BR where ``--block-steps`` is given: masked distillation after block reconstruction); then ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and
 without +GD: perplexity by SparseGPT's and Wanda's protocol (disjoint windows of L tokens) and
-KL to the dense model. The table is printed and written to ``CACHE/real_lm.md``. Runs are
-resumable: a rerun reuses finished runs (delete ``CACHE/runs`` to measure again).
+KL to the dense model. The table is printed and written to ``CACHE/real_lm-<tag>.md``
+(and ``.json``). Runs are
+resumable: a rerun reuses finished runs, and a folder's evaluation where it is newer than
+every run in it (delete ``CACHE/runs`` to measure again).
 """
 
 from __future__ import annotations
@@ -131,6 +133,22 @@ def finetune(run_folder, method, minutes, args):
     return _child(cmd)
 
 
+def evaluated(run_out, held_out, seq_len):
+    """Whether ``run_out/comparison.json`` is an evaluation on ``held_out`` with windows of
+    ``seq_len`` written after every finished run in the folder (so a rerun need not evaluate
+    again: the evaluation is deterministic)."""
+    path = os.path.join(run_out, "comparison.json")
+    if not os.path.exists(path):
+        return False
+    with open(path) as fh:
+        evaluation = json.load(fh)["evaluation"]
+    if (os.path.abspath(evaluation.get("text", "")) != os.path.abspath(held_out)
+            or evaluation.get("seq_len") != seq_len):
+        return False
+    reports = glob.glob(os.path.join(run_out, "*", "report.json"))
+    return all(os.path.getmtime(r) < os.path.getmtime(path) for r in reports)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", nargs="+", default=["magnitude", "wanda", "sparsegpt", "prox"])
@@ -212,10 +230,11 @@ def main(argv=None):
     rows = []
     for seq, b in sorted({(s, b) for _, s in jobs for b in br}):
         run_out = folder(seq, b)
-        cmd = [sys.executable, "-m", "sparseopt.cli", "eval", run_out, "--text", held_out,
-               "--seq-len", str(args.seq_len)]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if not evaluated(run_out, held_out, args.seq_len):
+            cmd = [sys.executable, "-m", "sparseopt.cli", "eval", run_out, "--text", held_out,
+                   "--seq-len", str(args.seq_len)]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
         with open(os.path.join(run_out, "comparison.json")) as fh:
             saved = json.load(fh)
         evaluation = saved["evaluation"]
