@@ -31,7 +31,7 @@ For every method, one child process runs::
 
 (its wall time is the method's whole time; its peak resident memory is read by the child
 itself); with ``--finetune-minutes M ...`` a child process then runs, for each budget M,
-``sparseopt finetune RUN/M --minutes M --name <row>+FT<M>m`` on the method's last run (with
+``sparseopt finetune RUN/METHOD --minutes M --name <row>+FT<M>m`` on the method's last run (with
 +BR where ``--block-steps`` is given: masked distillation after block reconstruction); then
 ``sparseopt eval RUN --text HELD_OUT --seq-len L`` measures every run, with and without +GD:
 perplexity by SparseGPT's and Wanda's protocol (disjoint windows of L tokens) and KL to the
