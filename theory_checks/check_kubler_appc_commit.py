@@ -49,8 +49,9 @@ MINILM_LAYERS = r"^encoder\.layer\.0\.attention\.(self\.(query|value)|output\.de
 EARLY = 0.1  # the fraction of the run after which the committed mask is compared
 
 
-def _layers(quick):
-    """{name: (W* float64, H)}: MiniLM's block-0 layers, or (quick) one synthetic layer."""
+def layer_problems(pattern, quick):
+    """{name: (W* float64, H)}: the MiniLM layers whose names match ``pattern`` (128
+    calibration sentences), or (quick) one synthetic 64 x 256 layer."""
     if quick:
         from sparseopt.problems import correlated_hessian
 
@@ -59,7 +60,7 @@ def _layers(quick):
     from .check_kubler_minilm_fig4 import minilm_calibration, minilm_layer_problems, short
 
     st, batches, _ = minilm_calibration(128)
-    probs = minilm_layer_problems(st, batches, MINILM_LAYERS)
+    probs = minilm_layer_problems(st, batches, pattern)
     return {short(n): (W.astype(np.float64), H) for n, (_, W, H) in probs.items()}
 
 
@@ -96,7 +97,7 @@ def run(out_dir, quick=False):
     header(NAME, "prox24-kubler App. C: R0, R1, R2 'commit very early to the sparsity pattern'; "
                  "Table 2's order r_2:4 < R0 < R2 < R1")
     schedule = replace(SCHEDULES["paper"], beta=1.05)
-    layers = _layers(quick)
+    layers = layer_problems(MINILM_LAYERS, quick)
     rows = {}
     for lname, (W, H) in layers.items():
         r = {}
@@ -126,7 +127,7 @@ def run(out_dir, quick=False):
     paper = {ln: tuple(o) == PAPER_ORDER for ln, o in order.items()}
     best = {ln: all(r["rnm"]["loss"] < r[k]["loss"] for k in ("R0", "R1", "R2")) for ln, r in rows.items()}
     ok_o = claim("kubler-table2-order",
-                 f"order of R0-R2 by refit loss: " + "; ".join(f"{ln} {' < '.join(o)}" for ln, o in order.items())
+                 "order of R0-R2 by refit loss: " + "; ".join(f"{ln} {' < '.join(o)}" for ln, o in order.items())
                  + f"; the paper's R0 < R2 < R1 on {sum(paper.values())} of {len(rows)} layers; r_2:4 "
                  f"best on {sum(best.values())} of {len(rows)}",
                  not all(paper.values()) and all(best.values()))

@@ -37,25 +37,12 @@ from dataclasses import replace
 import numpy as np
 
 from ._report import claim, figure, header, savefig, verdict
+from .check_kubler_appc_commit import layer_problems
 
 NAME = "kubler_d3_prox_gd"
 STEPS = (0, 50, 100, 200, 400, 800, 1600)  # Table 7's grid (its 1000 left out: 800 and 1600 bracket it)
 MAX_RATIO = 0.10
 MINILM_LAYERS = r"^encoder\.layer\.0\.attention\.self\.(query|value)$"
-
-
-def _layers(quick):
-    """{name: (W* float64, H)}: MiniLM's block-0 query and value, or (quick) a synthetic layer."""
-    if quick:
-        from sparseopt.problems import correlated_hessian
-
-        rng = np.random.default_rng(2)
-        return {"synthetic 64x256": (rng.standard_normal((64, 256)), correlated_hessian(256, seed=2))}
-    from .check_kubler_minilm_fig4 import minilm_calibration, minilm_layer_problems, short
-
-    st, batches, _ = minilm_calibration(128)
-    probs = minilm_layer_problems(st, batches, MINILM_LAYERS)
-    return {short(n): (W.astype(np.float64), H) for n, (_, W, H) in probs.items()}
 
 
 def gd_curve(W, W_star, H, mask):
@@ -86,7 +73,7 @@ def run(out_dir, quick=False):
                  "less on prox than on Wanda)")
     schedule = replace(SCHEDULES["paper"], beta=1.05)
     curves = {}
-    for lname, (W, H) in _layers(quick).items():
+    for lname, (W, H) in layer_problems(MINILM_LAYERS, quick).items():
         p = prune(W, H, method="prox", schedule=schedule)
         w = prune(W, H, method="wanda")
         curves[lname] = {"prox": gd_curve(p.W, W, H, p.mask), "wanda": gd_curve(w.W, W, H, w.mask)}
