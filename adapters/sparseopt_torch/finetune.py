@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -283,7 +284,9 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
     os.makedirs(target, exist_ok=True)
     cache = tempfile.mkdtemp(prefix=".dense-logits-", dir=target)
     try:
-        teacher = dense_logits(model, batches, cache, progress=bool(progress))
+        # the teacher's pass and the two KL passes take as long as a few dozen steps: bars too
+        bars = sys.stderr.isatty() if progress is None else bool(progress)
+        teacher = dense_logits(model, batches, cache, progress=bars)
         load_pruned(model, run, variant=variant)
         weights = {n: get_weight(layers[n]) for n in names}
         masks = {n: W.detach() != 0 for n, W in weights.items()}
@@ -291,10 +294,10 @@ def finetune(run, settings=None, *, name=None, device=None, progress=None,
         if bad:
             raise ValueError(f"the weights of {bad[:3]} in {run!r} are not {pattern}: not a "
                              "pruned run")
-        kl_start = kl_to_dense(model, teacher, batches)
+        kl_start = kl_to_dense(model, teacher, batches, progress=bars)
         hist, elapsed = _train(model, layers, names, batches, teacher, masks, settings,
                                state, (state_path, run_id, checkpoint_every), progress)
-        kl_end = kl_to_dense(model, teacher, batches)
+        kl_end = kl_to_dense(model, teacher, batches, progress=bars)
         bad = [n for n in names if not pattern.satisfied(get_weight(layers[n]).detach())]
         if bad:  # _check_masks guarantees this; a second, independent look before saving
             raise RuntimeError(f"finetune: the layers {bad[:3]} are not {pattern}")
