@@ -45,6 +45,7 @@ import copy
 
 import numpy as np
 
+from .check_liu_proxsparse import one_torch_thread
 from ._report import claim, figure, header, savefig, verdict
 
 NAME = "liu_lambda_tables"
@@ -91,13 +92,9 @@ def run(out_dir, quick=False):
     except ImportError as exc:  # ProxSparse lives in the torch adapter
         return verdict(NAME, False, f"needs torch and the sparseopt_torch adapter: {exc}")
     seeds = [0] if quick else [0, 1, 2]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread(torch):
         t4 = {s: {lam1: learn(torch, s, lam1, 0.0) for lam1 in (LAM1_SMALL, LAM1_BAL)} for s in seeds}
         t5 = {s: {lam2: learn(torch, s, LAM1_BAL, lam2) for lam2 in LAM2_GRID} for s in seeds}
-    finally:
-        torch.set_num_threads(threads)
 
     for s in seeds:
         figure(f"Table 4 seed {s}", "; ".join(f"lambda_1 = {l:g}: final 2:4 {v[0]:.3f}, pruned loss "

@@ -52,6 +52,8 @@ a lambda_1 whose size has no effect on when the mask is fixed, an objective that
 
 from __future__ import annotations
 
+import contextlib
+
 import copy
 import math
 from unittest import mock
@@ -59,6 +61,18 @@ from unittest import mock
 import numpy as np
 
 from ._report import claim, figure, header, savefig, verdict
+
+
+@contextlib.contextmanager
+def one_torch_thread(torch):
+    """torch on one thread inside the block (the tiny network's runs are then the same bits on
+    any machine, and cheaper than thread hand-offs), its thread count restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 NAME = "liu_proxsparse"
 LAYERS = ("0", "2")

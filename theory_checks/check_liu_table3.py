@@ -31,6 +31,7 @@ from unittest import mock
 
 import numpy as np
 
+from .check_liu_proxsparse import one_torch_thread
 from ._report import claim, figure, header, savefig, verdict
 
 NAME = "liu_table3"
@@ -85,12 +86,8 @@ def run(out_dir, quick=False):
     except ImportError as exc:  # ProxSparse lives in the torch adapter
         return verdict(NAME, False, f"needs torch and the sparseopt_torch adapter: {exc}")
     seeds = [0] if quick else [0, 1, 2]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread(torch):
         res = {c: [_run(torch, s, c) for s in seeds] for c in CONFIGS}
-    finally:
-        torch.set_num_threads(threads)
     loss = {c: float(np.mean([v[0] for v in r])) for c, r in res.items()}
     for c, r in res.items():
         figure(c, f"pruned loss per seed {[round(v[0], 4) for v in r]}, mean {loss[c]:.4f}; final 2:4 "
