@@ -216,9 +216,7 @@ def run(out_dir, quick=False):
         return verdict(NAME, False, f"needs torch and the sparseopt_torch adapter: {exc}")
     from sparseopt.prox import prox_nm
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread(torch):
         # ---------------------------------------------------------------- Prop. 7
         seeds7 = [0] if quick else [0, 1, 2]
         steps7 = 6000
@@ -274,8 +272,6 @@ def run(out_dir, quick=False):
         claim("liu-table4-large", f"pruned loss lambda_1 = {lam_big:g}: {np.mean(lg):.4f} vs "
                                   f"{lam_bal:g}: {np.mean(lb):.4f} (mean of {len(seeds1)} seeds; "
                                   f"higher on every seed: {t_ok})", t_ok)
-    finally:
-        torch.set_num_threads(threads)
 
     import matplotlib.pyplot as plt
 
