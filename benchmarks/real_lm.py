@@ -115,6 +115,8 @@ def prune(model, out, method, calib, args, sequential=False, block=False):
            str(args.seq_len), "--refine-steps", str(args.refine_steps)]
     cmd += ["--device", args.device] if args.device else []
     cmd += ["--sequential"] if sequential else []
+    if method == "proxsparse" and args.proxsparse_steps:
+        cmd += ["--proxsparse-steps", str(args.proxsparse_steps)]
     if block:
         cmd += ["--block-steps", str(args.block_steps)]
         cmd += ["--block-lr", str(args.block_lr)] if args.block_lr is not None else []
@@ -131,6 +133,16 @@ def finetune(run_folder, method, minutes, args):
            "--minutes", f"{minutes:g}", "--lr", f"{args.finetune_lr:g}", "--name", name]
     cmd += ["--device", args.device] if args.device else []
     return _child(cmd)
+
+
+def save_cost(costs_file, label, cost):
+    """Add ``label: cost`` to the costs file, re-read first: two benchmark processes on the
+    same cache (different methods, one folder) each keep the other's figures."""
+    costs = json.load(open(costs_file)) if os.path.exists(costs_file) else {}
+    costs[label] = cost
+    with open(costs_file + f".{os.getpid()}.tmp", "w") as fh:
+        json.dump(costs, fh, indent=1)
+    os.replace(costs_file + f".{os.getpid()}.tmp", costs_file)
 
 
 def evaluated(run_out, held_out, seq_len):
@@ -171,6 +183,9 @@ def main(argv=None):
                    help="AdamW's learning rate of the distillation (default 1e-4: a budget "
                         "of minutes is a few hundred steps on 2 cores; the command's 1e-5 is "
                         "made for long runs)")
+    p.add_argument("--proxsparse-steps", type=int, default=None,
+                   help="proxsparse: AdamW steps (default the command's: one pass over the "
+                        "calibration sequences)")
     p.add_argument("--device", default=None)
     p.add_argument("--cache", default=os.path.join("runs", "real_lm"))
     p.add_argument("--texts", default=None, help="folder holding the gensim test texts")
@@ -208,9 +223,7 @@ def main(argv=None):
                 print(f"[real_lm] prune {label}", flush=True)
                 saved_costs[label] = prune(model, folder(sequential, b), method, calib, args,
                                            sequential, b)
-                with open(costs_file + ".tmp", "w") as fh:
-                    json.dump(saved_costs, fh, indent=1)
-                os.replace(costs_file + ".tmp", costs_file)
+                save_cost(costs_file, label, saved_costs[label])
             # None: a run made before the figures were kept (its whole time is not known)
             costs[(method + ("+BR" if b else ""), sequential)] = tuple(
                 saved_costs[label] or (None, None))
@@ -222,9 +235,7 @@ def main(argv=None):
                 print(f"[real_lm] finetune {label}", flush=True)
                 saved_costs[label] = finetune(folder(sequential, br[-1]), method, minutes,
                                               args)
-                with open(costs_file + ".tmp", "w") as fh:
-                    json.dump(saved_costs, fh, indent=1)
-                os.replace(costs_file + ".tmp", costs_file)
+                save_cost(costs_file, label, saved_costs[label])
             costs[(method + ("+BR" if br[-1] else "") + f"+FT{minutes:g}m", sequential)] = \
                 tuple(saved_costs[label])
     rows = []
@@ -272,6 +283,7 @@ def main(argv=None):
                                 "refine_steps": args.refine_steps, "device": args.device,
                                 "block_steps": args.block_steps, "block_lr": args.block_lr,
                                 "finetune_minutes": args.finetune_minutes,
+                                "proxsparse_steps": args.proxsparse_steps,
                                 "finetune_lr": args.finetune_lr},
                    "evaluation": evaluation,
                    "rows": [{"run": label, "perplexity": r["perplexity"], "kl": r["kl"],
