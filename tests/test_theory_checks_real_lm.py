@@ -1,6 +1,6 @@
-"""The real-LM claims check reads the benchmark's table: its verdicts follow the measured
-perplexities (a table where an order flips fails that claim), and it runs the benchmark only
-for methods the table lacks."""
+"""The real-LM claims check reads the benchmark's tables: its verdicts follow the measured
+perplexities (a table where an order flips fails that claim, and only that one), and it runs
+the benchmark only for the runs the tables lack."""
 
 import json
 
@@ -9,53 +9,86 @@ import pytest
 from theory_checks import check_real_lm
 from theory_checks._report import take_claims
 
-#: Perplexities in the order prox24-kubler claims (prox+GD best, +GD helps every mask).
-GOOD = {"dense": 20.0, "wanda": 200.0, "wanda+GD": 120.0, "sparsegpt": 100.0,
-        "sparsegpt+GD": 90.0, "prox": 70.0, "prox+GD": 68.0}
+#: Perplexities (64 x 512) in the orders the papers claim.
+GOOD = {"dense": 20.0, "magnitude": 900.0, "magnitude+GD": 200.0, "wanda": 200.0,
+        "wanda+GD": 120.0, "sparsegpt": 100.0, "sparsegpt+GD": 90.0, "prox": 70.0,
+        "prox+GD": 68.0, "maiht": 95.0, "maiht+GD": 85.0, "iobs": 96.0, "iobs+GD": 88.0,
+        "proxsparse": 80.0, "proxsparse+GD": 75.0,
+        "sparsegpt (sequential)": 98.0, "sparsegpt+GD (sequential)": 91.0,
+        "prox (sequential)": 69.0, "prox+GD (sequential)": 69.0}
+#: The calibration trend: 16 and 256 sequences (64 is GOOD).
+TREND = {16: {"dense": 20.0, "sparsegpt": 120.0, "sparsegpt+GD": 100.0, "prox": 97.0,
+              "prox+GD": 95.0},
+         256: {"dense": 20.0, "sparsegpt": 95.0, "sparsegpt+GD": 85.0, "prox": 66.0,
+               "prox+GD": 64.0}}
+CLAIMS = {"kubler-table1-prox-gd-best-lm", "kubler-gd-improves-lm", "kubler-d1-sequential-lm",
+          "kubler-d2-calibration-lm", "kubler-d2-prox-best-lm", "maiht-table1-lm",
+          "iobs-table2-lm", "liu-table2-lm"}
 
 
-def _write(folder, ppl):
+def _write(folder, ppl, n=64):
     rows = [{"run": k, "perplexity": v, "kl": 0.0} for k, v in ppl.items()]
-    path = folder / "real_lm-n64-L512-gd100-cpu.json"
-    path.write_text(json.dumps({"rows": rows}))
+    (folder / f"real_lm-n{n}-L512-gd100-cpu.json").write_text(json.dumps({"rows": rows}))
 
 
-@pytest.mark.parametrize("flip, failed", [
-    ({}, set()),
-    ({"prox": 99.0, "prox+GD": 95.0}, {"kubler-table1-prox-gd-best-lm"}),
-    ({"wanda+GD": 250.0}, {"kubler-gd-improves-lm"}),
-    ({"prox+GD": 90.0}, {"kubler-table1-prox-gd-best-lm", "kubler-gd-improves-lm"}),
+def _write_all(folder, flip=None, trend_flip=None):
+    _write(folder, {**GOOD, **(flip or {})})
+    for n, ppl in TREND.items():
+        _write(folder, {**ppl, **(trend_flip or {}).get(n, {})}, n)
+
+
+@pytest.mark.parametrize("flip, trend_flip, failed", [
+    ({}, {}, set()),
+    ({"prox": 92.0, "prox+GD": 91.0, "prox (sequential)": 92.0, "prox+GD (sequential)": 91.0},
+     {}, {"kubler-table1-prox-gd-best-lm", "kubler-d2-prox-best-lm"}),
+    ({"wanda+GD": 250.0}, {}, {"kubler-gd-improves-lm"}),
+    ({"prox+GD (sequential)": 50.0}, {}, {"kubler-d1-sequential-lm"}),  # a 26% change
+    ({"sparsegpt (sequential)": 97.0, "sparsegpt+GD (sequential)": 89.0,
+      "prox+GD (sequential)": 67.0}, {}, {"kubler-d1-sequential-lm"}),  # lower in all four
+    ({}, {256: {"sparsegpt+GD": 95.0}}, {"kubler-d2-calibration-lm"}),
+    ({}, {16: {"prox+GD": 100.0}}, {"kubler-d2-prox-best-lm"}),  # a tie is not lower
+    ({"maiht": 101.0}, {}, {"maiht-table1-lm"}),
+    ({"iobs": 100.0}, {}, {"iobs-table2-lm"}),  # a tie is not lower
+    ({"proxsparse": 300.0}, {}, {"liu-table2-lm"}),
 ])
-def test_verdicts_follow_the_table(tmp_path, monkeypatch, flip, failed):
+def test_verdicts_follow_the_table(tmp_path, monkeypatch, flip, trend_flip, failed):
     monkeypatch.setattr(check_real_lm, "CACHE", str(tmp_path))
-    _write(tmp_path, {**GOOD, **flip})
+    _write_all(tmp_path, flip, trend_flip)
     take_claims()
     ok = check_real_lm.run(str(tmp_path / "out"))
     got = take_claims()
-    assert set(got) == {"kubler-table1-prox-gd-best-lm", "kubler-gd-improves-lm"}
+    assert set(got) == CLAIMS
     assert {k for k, (_, passed) in got.items() if not passed} == failed
     assert ok == (not failed)
 
 
-def test_a_missing_method_runs_the_benchmark(tmp_path, monkeypatch):
-    """The table lacks wanda: the check calls the benchmark for the claims' methods (stubbed
-    here; it writes the full table) and then reads it."""
+def test_missing_runs_run_the_benchmark(tmp_path, monkeypatch):
+    """The 64 table lacks wanda and the sequential rows, the 256 table is absent: the check
+    calls the benchmark for each (stubbed here; it writes the full table) and then reads it."""
     import sys
     import types
 
     monkeypatch.setattr(check_real_lm, "CACHE", str(tmp_path))
-    _write(tmp_path, {k: v for k, v in GOOD.items() if not k.startswith("wanda")})
+    _write(tmp_path, {k: v for k, v in GOOD.items()
+                      if not k.startswith("wanda") and "sequential" not in k})
+    _write(tmp_path, TREND[16], 16)
     calls = []
 
     def main(argv):
         calls.append(argv)
-        _write(tmp_path, GOOD)
+        n = int(argv[argv.index("--n-calib") + 1])
+        _write(tmp_path, GOOD if n == 64 else TREND[n], n)
         return 0
 
     monkeypatch.setitem(sys.modules, "real_lm", types.SimpleNamespace(main=main))
     take_claims()
     assert check_real_lm.run(str(tmp_path / "out"))
     take_claims()
-    (argv,) = calls
-    assert argv[:4] == ["--methods", *check_real_lm.METHODS]
-    assert argv[argv.index("--cache") + 1] == str(tmp_path)
+    first, second = calls
+    assert first[first.index("--methods") + 1:first.index("--n-calib")] == list(
+        check_real_lm.METHODS)
+    assert first[first.index("--sequential") + 1:][:2] == list(check_real_lm.SEQUENTIAL)
+    assert first[first.index("--proxsparse-steps") + 1] == str(check_real_lm.PROXSPARSE_STEPS)
+    assert first[first.index("--cache") + 1] == str(tmp_path)
+    assert second[second.index("--n-calib") + 1] == "256"
+    assert "--sequential" not in second and "--proxsparse-steps" not in second
