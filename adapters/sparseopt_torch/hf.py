@@ -17,6 +17,7 @@ every method (when they fit in memory); ProxSparse learns its masks end to end
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -483,6 +484,36 @@ def _windows(ids, seq_len, n_seq, least, source):
     return ids, sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
 
 
+#: A run's evaluated rows (``RUN/evaluation.json``) and the dense model's (``OUT/...``).
+EVALUATION, DENSE_EVALUATION = "evaluation.json", "evaluation-dense.json"
+
+
+def _report_sha256(folder):
+    path = os.path.join(folder, "report.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def _saved_evaluation(folder, key, name=EVALUATION):
+    """The rows saved in ``folder/name`` ({variant: row}) if they were measured with ``key``
+    on the run's present report, else None."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        saved = json.load(fh)
+    same = (saved.get("key") == json.loads(json.dumps(key))
+            and saved.get("report_sha256") == _report_sha256(folder))
+    return saved["rows"] if same else None
+
+
+def _save_evaluation(folder, key, rows, name=EVALUATION):
+    write_json(os.path.join(folder, name),
+               {"key": key, "report_sha256": _report_sha256(folder), "rows": rows})
+
+
 def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_tokens=20000, n_kl=8,
                     k=10, progress=True) -> list:
     """Evaluate every finished run of ``out`` on held-out text and write ``comparison.json``
@@ -496,7 +527,12 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
     fidelity (mean cosine, Spearman, kNN agreement) of mean-pooled hidden states. Returns the
     rows (the dense model first). One model is in memory at a time: the dense references
     (perplexity, logits on the KL windows in memory-mapped files of a temporary folder under
-    ``out``, or embeddings) are taken first, then each pruned copy is loaded and freed."""
+    ``out``, or embeddings) are taken first, then each pruned copy is loaded and freed.
+
+    Each run's rows are kept in ``RUN/evaluation.json`` with what they were measured on (the
+    evaluation tokens, windows, the dense weights and the run's report); a later call with
+    the same evaluation reuses them, so adding a method to a folder evaluates that method
+    only (and the dense model only where some run needs its references)."""
     experiment = Experiment.from_json(read_experiment(out))
     if seq_len is not None:
         check_int(seq_len, "seq_len", minimum=2)
@@ -513,6 +549,11 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
                   if os.path.exists(os.path.join(out, d, "report.json")))
     if not runs:
         raise ValueError(f"no finished run in {out!r}: run `sparseopt prune` first")
+    # what a row is measured on: a saved row with the same key is reused
+    measured_on = {"tokens": fingerprint([ids]), "seq_len": seq_len, "windows": len(windows),
+           "k": None if causal else k, "dense": fingerprint([dict(dense.state_dict())])}
+    saved = {run: _saved_evaluation(os.path.join(out, run), measured_on) for run in runs}
+    dense_row = _saved_evaluation(out, measured_on, DENSE_EVALUATION)
     rows = []
     # One model in memory at a time: the dense model's references (its logits on the KL
     # windows, in files under out/, or its embeddings) are taken first and the dense model is
@@ -520,18 +561,28 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
     cache = tempfile.mkdtemp(prefix=".dense-logits-", dir=out) if causal else None
     try:
         if causal:
-            rows.append({"run": "dense", "perplexity": perplexity(dense, ids, seq_len=seq_len),
-                         "kl": 0.0})
-            reference = dense_logits(dense, windows, cache)
-        else:
-            reference = _mean_embeddings(dense, windows)
+            if dense_row is None:
+                dense_row = {"dense": {"run": "dense", "kl": 0.0,
+                                       "perplexity": perplexity(dense, ids, seq_len=seq_len)}}
+                _save_evaluation(out, measured_on, dense_row, DENSE_EVALUATION)
+            rows.append(dense_row["dense"])
+        reference = None
+        if any(v is None for v in saved.values()):  # some run needs the dense references
+            reference = (dense_logits(dense, windows, cache) if causal
+                         else _mean_embeddings(dense, windows))
         del dense
         for run in runs:
+            if saved[run] is not None:
+                rows += list(saved[run].values())
+                if progress:
+                    print(f"[eval] {run}: kept from {EVALUATION}", flush=True)
+                continue
             with open(os.path.join(out, run, "report.json")) as fh:
                 report = json.load(fh)
             suffix = refinements(report["settings"])  # +GD, +BR: the refined weights
             br = suffix.endswith("+BR")
             variants = ["nogd", "gd"] if suffix else ["nogd"]
+            measured = {}
             for variant in variants:
                 model, _, _ = load_model(experiment.model)
                 load_pruned(model, os.path.join(out, run), variant=variant)
@@ -551,10 +602,12 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
                                         k=min(k, len(reference) - 1)))
                 del model
                 rows.append(row)
+                measured[variant] = row
                 if progress:
                     print(f"[eval] {label}: " + ", ".join(
                         f"{k_}={v:.4g}" for k_, v in row.items() if isinstance(v, float)),
                         flush=True)
+            _save_evaluation(os.path.join(out, run), measured_on, measured)
     finally:
         if cache is not None:
             reference = None  # release the memory maps before the files go

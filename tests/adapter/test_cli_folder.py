@@ -91,6 +91,41 @@ def test_eval_holds_one_model_at_a_time(tmp_path, monkeypatch):
     assert not [d for d in os.listdir(out) if d.startswith(".dense-logits")]
 
 
+def test_eval_reuses_the_rows_of_runs_already_measured(tmp_path, monkeypatch):
+    """A second sparseopt eval of the same folder on the same text loads no pruned copy and
+    returns the same rows; a run added to the folder is the only one measured, a run whose
+    report changed is measured again, and another text measures every run."""
+    import sparseopt_torch.hf as hf
+
+    folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
+    calib = _text(tmp_path / "calib.txt")
+    out = str(tmp_path / "run")
+    prune = ["prune", "--model", folder, "--out", out, "--calibration", calib, *TINY]
+    assert main([*prune, "--method", "magnitude", "--refine-steps", "2"]) == 0
+    first = hf.evaluate_folder(out, progress=False)
+    loaded = []
+    real_load = hf.load_pruned
+
+    def load_pruned(model, run, **kwargs):
+        loaded.append((os.path.basename(run), kwargs["variant"]))
+        return real_load(model, run, **kwargs)
+
+    monkeypatch.setattr(hf, "load_pruned", load_pruned)
+    assert hf.evaluate_folder(out, progress=False) == first and loaded == []
+    assert main([*prune, "--method", "wanda"]) == 0
+    rows = hf.evaluate_folder(out, progress=False)
+    assert rows[:3] == first and loaded == [("wanda", "nogd")]
+    report = os.path.join(out, "magnitude", "report.json")
+    with open(report, "a") as fh:
+        fh.write("\n")  # the run's report changed: its saved rows no longer count
+    loaded.clear()
+    again = hf.evaluate_folder(out, progress=False)
+    assert loaded == [("magnitude", "nogd"), ("magnitude", "gd")] and again == rows
+    loaded.clear()
+    other = hf.evaluate_folder(out, progress=False, text=calib)
+    assert len(loaded) == 3 and other[0]["perplexity"] != rows[0]["perplexity"]
+
+
 @pytest.mark.parametrize("sequential", [False, True])
 def test_llama_folder_both_modes_and_eval(tmp_path, sequential, capsys):
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
