@@ -4,9 +4,9 @@ Measurement: ``benchmarks/real_lm.py`` prunes SmolLM2-135M-Instruct (30 Llama bl
 with every method through the CLI, 64 calibration sequences of 512 tokens of news text, 100
 masked gradient steps for the +GD rows, and measures the perplexity of held-out English text
 (SparseGPT's and Wanda's protocol: disjoint windows of 512 tokens). The check reads the
-benchmark's tables (``runs/real_lm/real_lm-n<N>-L512-gd100-cpu.json``: N = 64, and 16 and 256
-for the calibration trend) and runs the benchmark for the runs they lack (runs are cached: a
-rerun reuses finished ones). ``--quick``: 8 x 128 calibration tokens (trend 2 / 8 / 32).
+benchmark's table (``runs/real_lm/real_lm-n64-L512-gd100-cpu.json``) and runs the benchmark
+for the runs it lacks (runs are cached: a rerun reuses finished ones). ``--quick``: 8 x 128
+calibration tokens. The calibration-size trend (App. D.2) is the check ``real_lm_trend``.
 
 What would make it fail: a claimed order of perplexities that does not hold on this model.
 The papers measure 125M-70B models on WikiText-2 / C4, most at 3B-70B, several unstructured
@@ -24,11 +24,10 @@ from ._report import claim, figure, header, verdict
 
 NAME = "real_lm"
 
-#: The independent runs the claims compare (one-shot and +GD rows of each), the methods also
-#: run in sequential mode (prox24-kubler App. D.1) and those of the calibration trend (D.2).
+#: The independent runs the claims compare (one-shot and +GD rows of each) and the methods
+#: also run in sequential mode (prox24-kubler App. D.1).
 METHODS = ("magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs", "proxsparse")
 SEQUENTIAL = ("sparsegpt", "prox")
-TREND = ("sparsegpt", "prox")
 #: ProxSparse's AdamW steps in the benchmark: what fits proxsparse-liu's claim into the issue's
 #: budget of 30 minutes on 2 cores (half the default one pass over 64 sequences).
 PROXSPARSE_STEPS = 32
@@ -76,7 +75,7 @@ def _below(ppl, run, others):
 
 
 def run(out_dir, quick=False):
-    """Read (or make) the real-LM tables, print them, record the four papers' LM claims."""
+    """Read (or make) the real-LM table, print it, record the four papers' LM claims."""
     header(NAME, "The four papers' language-model claims on SmolLM2-135M-Instruct at 2:4 "
                  "(benchmarks/real_lm.py; held-out news and encyclopedia text).")
     n, L = (8, 128) if quick else (64, 512)
@@ -103,23 +102,6 @@ def run(out_dir, quick=False):
                       " (needs < all)",
                     max(map(abs, change.values())) <= 0.10
                     and not all(v < 0 for v in change.values())))
-    # App. D.2, Tables 5-6: the calibration-size trend of the +GD methods
-    sizes = (n // 4, n, 4 * n)
-    trend = {k: _table(k, L, TREND)[0] if k != n else ppl for k in sizes}
-    for k in sizes:
-        figure(f"calibration {k} x {L}", ", ".join(
-            f"{m}+GD {trend[k][m + '+GD']:.2f}" for m in TREND))
-    curves = {m: [trend[k][m + "+GD"] for k in sizes] for m in TREND}
-    ok.append(claim("kubler-d2-calibration-lm",
-                    f"perplexity at {' / '.join(map(str, sizes))} sequences: " + "; ".join(
-                        f"{m}+GD " + " / ".join(f"{v:.2f}" for v in c)
-                        for m, c in curves.items()),
-                    all(a > b for c in curves.values() for a, b in zip(c, c[1:]))))
-    ok.append(claim("kubler-d2-prox-best-lm",
-                    "prox+GD / sparsegpt+GD at " + ", ".join(
-                        f"{k}: {trend[k]['prox+GD']:.2f} / {trend[k]['sparsegpt+GD']:.2f}"
-                        for k in sizes),
-                    all(trend[k]["prox+GD"] < trend[k]["sparsegpt+GD"] for k in sizes)))
     # the other papers' tables: their method one-shot against the one-shot baselines
     ok.append(claim("maiht-table1-lm", *_below(ppl, "maiht", ("magnitude", "wanda",
                                                                "sparsegpt"))))
