@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from theory_checks import check_real_lm, check_real_lm_trend
+from theory_checks import check_real_lm, check_real_lm_ablations
 from theory_checks._report import take_claims
 
 #: Perplexities (64 x 512) in the orders the papers claim.
@@ -21,9 +21,10 @@ TREND = {16: {"dense": 20.0, "sparsegpt": 120.0, "sparsegpt+GD": 100.0, "prox": 
               "prox+GD": 95.0},
          256: {"dense": 20.0, "sparsegpt": 95.0, "sparsegpt+GD": 85.0, "prox": 66.0,
                "prox+GD": 64.0}}
-CLAIMS = {"kubler-table1-prox-gd-best-lm", "kubler-gd-improves-lm", "kubler-d1-sequential-lm",
-          "maiht-table1-lm", "iobs-table2-lm", "liu-table2-lm"}
-TREND_CLAIMS = {"kubler-d2-calibration-lm", "kubler-d2-prox-best-lm"}
+CLAIMS = {"kubler-table1-prox-gd-best-lm", "kubler-gd-improves-lm", "maiht-table1-lm",
+          "iobs-table2-lm", "liu-table2-lm"}
+ABLATION_CLAIMS = {"kubler-d1-sequential-lm", "kubler-d2-calibration-lm",
+                   "kubler-d2-prox-best-lm"}
 
 
 def _write(folder, ppl, n=64):
@@ -54,7 +55,7 @@ def _write_all(folder, flip=None, trend_flip=None):
 def test_verdicts_follow_the_table(tmp_path, monkeypatch, flip, trend_flip, failed):
     monkeypatch.setattr(check_real_lm, "CACHE", str(tmp_path))
     _write_all(tmp_path, flip, trend_flip)
-    for check, claims in ((check_real_lm, CLAIMS), (check_real_lm_trend, TREND_CLAIMS)):
+    for check, claims in ((check_real_lm, CLAIMS), (check_real_lm_ablations, ABLATION_CLAIMS)):
         take_claims()
         ok = check.run(str(tmp_path / "out"))
         got = take_claims()
@@ -66,7 +67,8 @@ def test_verdicts_follow_the_table(tmp_path, monkeypatch, flip, trend_flip, fail
 def test_missing_runs_run_the_benchmark(tmp_path, monkeypatch):
     """The 64 table lacks wanda and the sequential rows, the 256 table is absent: each check
     calls the benchmark for what it lacks (stubbed here; it writes the full table) and then
-    reads it."""
+    reads it: real_lm the 64 table's methods, the ablations the sequential runs and the 256
+    table."""
     import sys
     import types
 
@@ -79,19 +81,21 @@ def test_missing_runs_run_the_benchmark(tmp_path, monkeypatch):
     def main(argv):
         calls.append(argv)
         n = int(argv[argv.index("--n-calib") + 1])
-        _write(tmp_path, GOOD if n == 64 else TREND[n], n)
+        rows = {k: v for k, v in GOOD.items() if "--sequential" in argv or "seq" not in k}
+        _write(tmp_path, rows if n == 64 else TREND[n], n)  # what such a call writes
         return 0
 
     monkeypatch.setitem(sys.modules, "real_lm", types.SimpleNamespace(main=main))
     take_claims()
     assert check_real_lm.run(str(tmp_path / "out"))
-    assert check_real_lm_trend.run(str(tmp_path / "out"))
+    assert check_real_lm_ablations.run(str(tmp_path / "out"))
     take_claims()
-    first, second = calls
+    first, second, third = calls
     assert first[first.index("--methods") + 1:first.index("--n-calib")] == list(
         check_real_lm.METHODS)
-    assert first[first.index("--sequential") + 1:][:2] == list(check_real_lm.SEQUENTIAL)
     assert first[first.index("--proxsparse-steps") + 1] == str(check_real_lm.PROXSPARSE_STEPS)
     assert first[first.index("--cache") + 1] == str(tmp_path)
-    assert second[second.index("--n-calib") + 1] == "256"
-    assert "--sequential" not in second and "--proxsparse-steps" not in second
+    assert "--sequential" not in first
+    assert second[second.index("--sequential") + 1:][:2] == list(check_real_lm_ablations.METHODS)
+    assert third[third.index("--n-calib") + 1] == "256"
+    assert "--sequential" not in third and "--proxsparse-steps" not in third

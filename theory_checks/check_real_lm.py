@@ -6,7 +6,8 @@ masked gradient steps for the +GD rows, and measures the perplexity of held-out 
 (SparseGPT's and Wanda's protocol: disjoint windows of 512 tokens). The check reads the
 benchmark's table (``runs/real_lm/real_lm-n64-L512-gd100-cpu.json``) and runs the benchmark
 for the runs it lacks (runs are cached: a rerun reuses finished ones). ``--quick``: 8 x 128
-calibration tokens. The calibration-size trend (App. D.2) is the check ``real_lm_trend``.
+calibration tokens. prox24-kubler's ablations on the same model (App. D.1, the sequential
+mode; App. D.2, the calibration size) are the check ``real_lm_ablations``.
 
 What would make it fail: a claimed order of perplexities that does not hold on this model.
 The papers measure 125M-70B models on WikiText-2 / C4, most at 3B-70B, several unstructured
@@ -24,10 +25,8 @@ from ._report import claim, figure, header, verdict
 
 NAME = "real_lm"
 
-#: The independent runs the claims compare (one-shot and +GD rows of each) and the methods
-#: also run in sequential mode (prox24-kubler App. D.1).
+#: The runs the claims compare (one-shot and +GD rows of each).
 METHODS = ("magnitude", "wanda", "sparsegpt", "prox", "maiht", "iobs", "proxsparse")
-SEQUENTIAL = ("sparsegpt", "prox")
 #: ProxSparse's AdamW steps in the benchmark: what fits proxsparse-liu's claim into the issue's
 #: budget of 30 minutes on 2 cores (half the default one pass over 64 sequences).
 PROXSPARSE_STEPS = 32
@@ -79,9 +78,9 @@ def run(out_dir, quick=False):
     header(NAME, "The four papers' language-model claims on SmolLM2-135M-Instruct at 2:4 "
                  "(benchmarks/real_lm.py; held-out news and encyclopedia text).")
     n, L = (8, 128) if quick else (64, 512)
-    ppl, path = _table(n, L, METHODS, SEQUENTIAL)
+    ppl, path = _table(n, L, METHODS)
     figure("table", path)
-    for label in ("dense", *_rows(n, L, METHODS, SEQUENTIAL)):
+    for label in ("dense", *_rows(n, L, METHODS)):
         figure(f"perplexity {label}", f"{ppl[label]:.2f}")
     ok = []
     ok.append(claim("kubler-table1-prox-gd-best-lm",
@@ -91,17 +90,6 @@ def run(out_dir, quick=False):
                     "perplexity without / with +GD: " + ", ".join(
                         f"{m} {ppl[m]:.2f} / {ppl[m + '+GD']:.2f}" for m in gains),
                     all(g > 0 for g in gains.values())))
-    # App. D.1: the sequential mode (inputs through the pruned blocks) against independent
-    change = {m + " " + (g or "one-shot"): (ppl[m + g + " (sequential)"] - ppl[m + g])
-              / ppl[m + g] for m in SEQUENTIAL for g in ("", "+GD")}
-    ok.append(claim("kubler-d1-sequential-lm",
-                    "sequential vs independent perplexity change: " + ", ".join(
-                        f"{k} {v:+.1%}" for k, v in change.items())
-                    + f"; max |change| {max(map(abs, change.values())):.1%} (needs <= 10%), "
-                      f"sequential lower in {sum(v < 0 for v in change.values())}/{len(change)}"
-                      " (needs < all)",
-                    max(map(abs, change.values())) <= 0.10
-                    and not all(v < 0 for v in change.values())))
     # the other papers' tables: their method one-shot against the one-shot baselines
     ok.append(claim("maiht-table1-lm", *_below(ppl, "maiht", ("magnitude", "wanda",
                                                                "sparsegpt"))))

@@ -19,17 +19,17 @@ CLAIMS: list[Claim] = [
           "sequential mode) has a very minor effect and is not structurally better than the "
           "unpruned model's Hessians (here: sparsegpt and prox, one-shot and +GD, perplexity "
           "change at most 10%, sequential not lower in every comparison).",
-          check="real_lm"),
+          check="real_lm_ablations"),
     Claim("kubler-d2-calibration-lm", "prox24-kubler", "App. D.2, Tables 5-6",
           "Methods with masked gradient updates consistently improve their perplexity with "
           "more calibration data, with diminishing returns (here: sparsegpt+GD and prox+GD at "
           "16, 64 and 256 sequences).",
-          check="real_lm_trend"),
+          check="real_lm_ablations"),
     Claim("kubler-d2-prox-best-lm", "prox24-kubler", "App. D.2, Tables 5-6",
           "Except with a single calibration sample, prox+GD gives a lower perplexity than the "
           "other methods with the same calibration data (here: below sparsegpt+GD at 16, 64 "
           "and 256 sequences).",
-          check="real_lm_trend"),
+          check="real_lm_ablations"),
     Claim("liu-table2-lm", "proxsparse-liu", "Table 2, Sec. 4.2",
           "ProxSparse gives a lower perplexity than magnitude pruning, Wanda and SparseGPT at "
           "2:4 (here: the masks of 32 AdamW steps, the dense weights kept on them, against the "
