@@ -19,11 +19,21 @@ from sparseopt_torch.prune import prune_model
 STEPS, LR = 15, 1e-3
 
 
-def _llama(layers=2, dtype=torch.float32, seed=0):
-    from transformers import AutoModelForCausalLM
+#: The block list of each architecture the tests build: a decoder (causal attention mask) and
+#: an encoder (MiniLM's BERT: bidirectional attention, the padding as an additive mask).
+PREFIX = {"llama": "model.layers", "bert": "encoder.layer"}
+
+
+def _tiny(arch, layers=2, dtype=torch.float32, seed=0):
+    from transformers import AutoModel, AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(tiny_config("llama", layers=layers)).to(dtype).eval()
+    auto = AutoModel if arch == "bert" else AutoModelForCausalLM
+    return auto.from_config(tiny_config(arch, layers=layers)).to(dtype).eval()
+
+
+def _llama(layers=2, dtype=torch.float32, seed=0):
+    return _tiny("llama", layers, dtype, seed)
 
 
 def _batches(n=3, batch=2, seq=10, seed=0):
@@ -59,16 +69,19 @@ def _block0_error(model, dense, batches):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("sequential", [False, True])
-def test_masks_fixed_and_error_decreases(tmp_path, dtype, sequential):
-    """Magnitude masks on a tiny Llama: every pruned weight stays zero (the support of the
-    final weights is that of the method's), every layer 2:4, each block's error ends below
-    its start, and block 0's start and end errors equal those of the whole models."""
+@pytest.mark.parametrize("arch", ["llama", "bert"])
+def test_masks_fixed_and_error_decreases(tmp_path, arch, dtype, sequential):
+    """Magnitude masks on a tiny Llama and a tiny BERT (the encoder of the minilm preset):
+    every pruned weight stays zero (the support of the final weights is that of the
+    method's), every layer 2:4, each block's error ends below its start, and block 0's
+    start and end errors equal those of the whole models' hidden states over the non-padding
+    tokens (an encoder's padding rows are computed but are not data)."""
     out = str(tmp_path / "run")
     batches = _batches()
-    model = _llama(dtype=dtype)
+    model = _tiny(arch, dtype=dtype)
     res = prune_model(model, batches, method="magnitude", block_steps=STEPS, block_lr=LR,
                       sequential=sequential, out=out, progress=False)
-    assert [b.name for b in res.blocks] == ["model.layers.0", "model.layers.1"]
+    assert [b.name for b in res.blocks] == [f"{PREFIX[arch]}.0", f"{PREFIX[arch]}.1"]
     for b in res.blocks:
         assert b.kept == "end" and b.error_end < b.error_start, b
         assert len(b.curve) == STEPS and b.steps == STEPS
@@ -83,10 +96,10 @@ def test_masks_fixed_and_error_decreases(tmp_path, dtype, sequential):
         assert torch.equal(W, get_weight(find_layers(model, [rec.name])[rec.name]))
     assert changed == len(res.records)  # every pruned layer was fitted
     # block 0 sees the dense inputs in both modes: its errors from the whole models
-    dense = _llama(dtype=dtype)
-    start = _llama(dtype=dtype)
+    dense = _tiny(arch, dtype=dtype)
+    start = _tiny(arch, dtype=dtype)
     for rec in res.records:
-        if rec.block == "model.layers.0":
+        if rec.block == f"{PREFIX[arch]}.0":
             with torch.no_grad():
                 W0 = _saved(out, rec.name)["W_nogd"]
                 find_layers(start, [rec.name])[rec.name].weight.copy_(W0)
