@@ -120,6 +120,20 @@ def test_scale_covariance_fails_with_lam_off_by_2(monkeypatch, tmp_path):
     assert got["kubler-prox-scale"] is False
 
 
+def test_scale_covariance_fails_for_a_regularizer_of_the_wrong_degree(monkeypatch, tmp_path):
+    # r_{N:M} computed with e_N in place of e_{N+1} (homogeneous of degree N, not N + 1): the
+    # degree claim fails; the prox (its own kernels) is untouched and stays covariant
+    import theory_checks.check_scale_covariance as chk
+    from sparseopt import NM
+
+    orig = chk.r_nm_groups
+    monkeypatch.setattr(chk, "r_nm_groups", lambda W, p: orig(W, NM(max(p.n - 1, 0), p.m)))
+    ok, got = _run_broken("scale_covariance", tmp_path)
+    assert ok is False
+    assert got["kubler-eq6-homogeneous"] is False
+    assert got["kubler-prox-scale"] is True
+
+
 def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     # EnumPGD capped at 200 iterations: ill-conditioned dense optima (near the transitions)
     # are not reached
@@ -200,6 +214,43 @@ def test_alm_decrease_fails_for_a_kernel_returning_the_top_n_point(monkeypatch, 
     assert ok is False
     assert got["liu-prop6-kernel-critical"] is False
     assert got["liu-prop8"] is True
+
+
+def _alm_sweep(monkeypatch, change):
+    """``alm_trace``'s sweep (the NumPy transcription of Alg. 2 that Props. 6 and 8 are
+    checked on) replaced by ``change(original sweep)``; the production kernel is untouched."""
+    import sparseopt.prox.alm as alm
+
+    monkeypatch.setattr(alm, "_alm_sweep_np", change(alm._alm_sweep_np))
+
+
+def test_alm_decrease_prop8_fails_for_a_sweep_at_half_lam(monkeypatch, tmp_path):
+    # each coordinate set to max(z_i - (lam / 2) e_N, 0): not the exact minimizer of f at lam,
+    # so eq. 9 fails; the sweeps still halt (at the lam / 2 point), Prop. 6's count holds
+    _alm_sweep(monkeypatch, lambda orig: lambda w, z, lam, n, s: orig(w, z, 0.5 * lam, n, s))
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop8"] is False
+    assert got["liu-prop6"] is True and got["liu-prop6-kernel-critical"] is True
+
+
+def test_alm_decrease_prop6_fails_for_sweeps_that_overshoot(monkeypatch, tmp_path):
+    # w + 2 (sweep(w) - w): every sweep reflects the group through its coordinate minimizers,
+    # f does not fall, the iterates keep moving and do not halt within 3 lam ||z||^3 / eps^2
+    # sweeps (and eq. 9 fails)
+    def overshoot(orig):
+        def sweep(w, z, lam, n, s):
+            old = w.copy()
+            orig(w, z, lam, n, s)
+            w[:] = old + 2.0 * (w - old)
+
+        return sweep
+
+    _alm_sweep(monkeypatch, overshoot)
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop6"] is False
+    assert got["liu-prop8"] is False
 
 
 # --- table1 (proxsparse-liu Table 1 in full) -----------------------------------------------

@@ -54,6 +54,55 @@ def test_magnitude_fails_when_the_24_projection_keeps_the_smallest(monkeypatch, 
     assert got["maiht-rem22"] is False
 
 
+# --- maiht_descent (Lemma 3.2, Lemma B.4 / Prop. B.5, Prop. B.6) ----------------------------
+
+
+def test_descent_fails_with_threshold_sqrt_alpha_lam(monkeypatch, tmp_path):
+    # the thresholding step is no longer the l0 prox: support changes move W by less than
+    # eq. 8's 2 alpha lam, Prop. B.5 (4)'s count of changes is broken (Lemma B.4's row)
+    _threshold_times(monkeypatch, 1 / math.sqrt(2))
+    ok, got = _run_broken("maiht_descent", tmp_path)
+    assert ok is False
+    assert got["maiht-lemmaB4"] is False
+
+
+def _maiht_without_monitor(f, *, step, max_iter, tol=0.0, lam=None, pattern=None, x0=None):
+    """eq. (4) with the extrapolated step Z^{k+1} always taken: mAIHT without the monitor
+    V^{k+1} (the IHT step it must not be worse than), i.e. accelerated IHT."""
+    from types import SimpleNamespace
+
+    def prox(v):
+        return pattern.project(v) if pattern is not None else np.where(v * v > 2.0 * step * lam, v, 0.0)
+
+    def value(W):
+        return f.value(W) + (0.0 if pattern is not None else lam * np.count_nonzero(W))
+
+    W = np.array(f.W_star if x0 is None else x0, dtype=np.float64)
+    W_prev, Z, t_prev, t = W, W, 0.0, 1.0
+    F, S = [value(W)], [np.count_nonzero(W)]
+    for _ in range(max_iter):
+        Y = W + (t_prev / t) * (Z - W) + ((t_prev - 1.0) / t) * (W - W_prev)
+        Z = prox(Y - step * f.grad(Y))
+        t_prev, t = t, (math.sqrt(4.0 * t * t + 1.0) + 1.0) / 2.0
+        W_prev, W = W, Z
+        F.append(value(W))
+        S.append(np.count_nonzero(W))
+    return SimpleNamespace(x=W, history={"objective": np.array(F), "support": np.array(S)})
+
+
+def test_descent_fails_for_maiht_without_its_monitor(monkeypatch, tmp_path):
+    # the momentum step overshoots: L(W^k) rises on some step (Lemma 3.2) and W^{k+1} is
+    # worse than the monitor step V^{k+1} (Prop. B.6 (1)); IHT's rows are untouched
+    import sparseopt.solvers as solvers
+
+    monkeypatch.setattr(solvers, "maiht", _maiht_without_monitor)
+    ok, got = _run_broken("maiht_descent", tmp_path)
+    assert ok is False
+    assert got["maiht-lemma32"] is False
+    assert got["maiht-propB6"] is False
+    assert got["maiht-lemmaB4"] is True
+
+
 # --- maiht_fixed_point ---------------------------------------------------------------------
 
 

@@ -33,3 +33,22 @@ def test_liu_table3_holds_quick(tmp_path):
     pytest.importorskip("torch")
     ok, got = run_quick("liu_table3", tmp_path)
     assert_quick_run_holds("liu_table3", ok, got, tmp_path)
+
+
+def test_liu_table3_fails_when_the_prox_does_not_relax(monkeypatch, tmp_path):
+    """The adapter's prox step (Alg. 1 line 5) replaced by the projection onto 2:4: the
+    "relaxed" sparsity is then the hard one, "both relaxed" ties "hard sparsity" and "hard
+    frozen" ties "both hard", so the strict order of Table 3 is not shown."""
+    pytest.importorskip("torch")
+    ps = importlib.import_module("sparseopt_torch.proxsparse")
+
+    def project(weights, lam, prox24):
+        for W in weights:
+            W.mul_(ps.mask_24(W))
+
+    monkeypatch.setattr(ps, "_prox_layers", project)
+    ok, got = run_quick("liu_table3", tmp_path)
+    assert ok is False
+    figure, passed = got["liu-table3"]
+    assert passed is False
+    assert "strict: False" in figure
