@@ -192,6 +192,18 @@ def test_acceleration_fails_for_maiht_with_half_the_step(monkeypatch, tmp_path):
     assert got["maiht-fig1-faster"] is False
 
 
+def test_acceleration_final_fails_for_maiht_stopped_early(monkeypatch, tmp_path):
+    # mAIHT given a tenth of the budget: its returned point is worse than IHT's after the full
+    # budget (Fig. 1's "ends at a better solution")
+    import sparseopt.solvers as solvers
+
+    orig = solvers.maiht
+    monkeypatch.setattr(solvers, "maiht", lambda f, **kw: orig(f, **{**kw, "max_iter": kw["max_iter"] // 10}))
+    ok, got = _run_broken("maiht_acceleration", tmp_path)
+    assert ok is False
+    assert got["maiht-fig1-final"] is False
+
+
 # --- layer_fig2 ----------------------------------------------------------------------------
 
 
@@ -204,6 +216,25 @@ def test_fig2_fails_with_wanda_scores_using_h_instead_of_its_root(monkeypatch, t
     ok, got = _run_broken("layer_fig2", tmp_path)
     assert ok is False
     assert got["kubler-fig2-alpha1"] is False
+
+
+def test_fig2_prox_lowest_fails_when_prox_is_wanda(monkeypatch, tmp_path):
+    # a "prox" that is Wanda: at alpha = 1 it is still optimal (Theorem 1), for alpha < 1
+    # prox+GD is wanda+GD, which a Hessian-aware method beats on correlated inputs
+    import dataclasses
+    import functools
+
+    from sparseopt.layer import methods, registry
+
+    methods()  # the registry is filled on first use
+    spec = registry._REGISTRY["prox"]
+    wanda = registry.get_method("wanda").fn
+    fn = functools.wraps(spec.fn)(lambda W, H, pattern, **kw: wanda(W, H, pattern))
+    monkeypatch.setitem(registry._REGISTRY, "prox", dataclasses.replace(spec, fn=fn))
+    ok, got = _run_broken("layer_fig2", tmp_path)
+    assert ok is False
+    assert got["kubler-fig2-prox"] is False
+    assert got["kubler-fig2-alpha1"] is True
 
 
 # --- layer_schedule ------------------------------------------------------------------------
@@ -240,3 +271,26 @@ def test_schedule_fails_with_the_wrong_power_of_the_mean(monkeypatch, tmp_path):
     ok, got = _run_broken("layer_schedule", tmp_path)
     assert ok is False
     assert got["kubler-eq15-scale"] is False
+
+
+def test_schedule_fig3_fails_when_the_schedule_reads_beta_backwards(monkeypatch, tmp_path):
+    # the prox run with beta mirrored in the quick grid (1.01 <-> 1.1): the "slowest" schedule
+    # is the fastest, so it is not the one with the lower loss (Fig. 3); eq. 15's scale
+    # equivariance does not depend on beta and still holds
+    from dataclasses import replace
+
+    import sparseopt.layer as layer
+
+    orig = layer.prune
+
+    def broken(W, H, *args, **kw):
+        sched = kw.get("schedule")
+        if kw.get("method") == "prox" and sched is not None and not isinstance(sched, str):
+            kw["schedule"] = replace(sched, beta=1.01 + 1.1 - sched.beta)
+        return orig(W, H, *args, **kw)
+
+    monkeypatch.setattr(layer, "prune", broken)
+    ok, got = _run_broken("layer_schedule", tmp_path)
+    assert ok is False
+    assert got["kubler-fig3-schedule"] is False
+    assert got["kubler-eq15-scale"] is True
