@@ -146,6 +146,7 @@ def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     ok, got = _run_broken("conjecture9", tmp_path)
     assert ok is False
     assert got["kubler-conj9"] is False
+    assert got["kubler-conj9-3sparse"] is False  # the 3-sparse problems (13) too
 
 
 def test_liu_regw0_fails_for_plain_weight_decay(monkeypatch, tmp_path):
