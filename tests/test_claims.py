@@ -106,3 +106,25 @@ def test_update_reruns_some_checks_and_keeps_the_other_figures(tmp_path):
         main([a, "--claims", path])
     with pytest.raises(SystemExit):
         main([a, "--update"])
+
+
+def test_every_paper_notes_item_is_a_claim_row_with_its_status():
+    """Every item of docs/paper_notes.md (a deviation, correction or ambiguity of the papers)
+    names the claim row that records it, every claim id the page names is registered, and a
+    status written next to an id, ``[`id`, STATUS]``, is that row's status."""
+    import re
+
+    from theory_checks.claims import OUTCOMES
+
+    with open(os.path.join(ROOT, "docs", "paper_notes.md")) as fh:
+        text = fh.read()
+    ids = {c.id: c for c in all_claims()}
+    named = re.findall(r"`((?:kubler|liu|maiht|iobs)-[a-z0-9-]+)`", text)
+    assert named and set(named) <= set(ids), sorted(set(named) - set(ids))
+    for cid, status in re.findall(r"\[`([a-z0-9-]+)`, ([A-Z ]+?)[;\]]", text):
+        assert ids[cid].outcome == status.strip(), (cid, status, ids[cid].outcome)
+        assert status.strip() in OUTCOMES
+    items = [b for b in re.split(r"\n(?=- )", text.split("\n## ", 1)[1]) if b.startswith("- ")]
+    assert len(items) >= 15
+    for item in items:
+        assert re.search(r"`(?:kubler|liu|maiht|iobs)-[a-z0-9-]+`", item), f"no claim row: {item[:80]}"

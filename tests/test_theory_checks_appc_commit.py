@@ -29,6 +29,8 @@ def test_kubler_appc_commit_fails_when_rnm_commits_at_once(monkeypatch, tmp_path
     ok, got = run_quick("kubler_appc_commit", tmp_path)
     assert ok is False
     assert got["kubler-appc-commit"][1] is False
+    # and "r_{2:4} gives the best mask on every layer" (Table 2's first place) no longer holds
+    assert got["kubler-table2-order"][1] is False
 
 
 # --- kubler_d3_prox_gd: App. D.3 / Table 7 -------------------------------------------------

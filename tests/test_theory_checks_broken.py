@@ -120,6 +120,20 @@ def test_scale_covariance_fails_with_lam_off_by_2(monkeypatch, tmp_path):
     assert got["kubler-prox-scale"] is False
 
 
+def test_scale_covariance_fails_for_a_regularizer_of_the_wrong_degree(monkeypatch, tmp_path):
+    # r_{N:M} computed with e_N in place of e_{N+1} (homogeneous of degree N, not N + 1): the
+    # degree claim fails; the prox (its own kernels) is untouched and stays covariant
+    import theory_checks.check_scale_covariance as chk
+    from sparseopt import NM
+
+    orig = chk.r_nm_groups
+    monkeypatch.setattr(chk, "r_nm_groups", lambda W, p: orig(W, NM(max(p.n - 1, 0), p.m)))
+    ok, got = _run_broken("scale_covariance", tmp_path)
+    assert ok is False
+    assert got["kubler-eq6-homogeneous"] is False
+    assert got["kubler-prox-scale"] is True
+
+
 def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     # EnumPGD capped at 200 iterations: ill-conditioned dense optima (near the transitions)
     # are not reached
@@ -132,6 +146,7 @@ def test_conjecture9_fails_when_pgd_stops_early(monkeypatch, tmp_path):
     ok, got = _run_broken("conjecture9", tmp_path)
     assert ok is False
     assert got["kubler-conj9"] is False
+    assert got["kubler-conj9-3sparse"] is False  # the 3-sparse problems (13) too
 
 
 def test_liu_regw0_fails_for_plain_weight_decay(monkeypatch, tmp_path):
@@ -200,6 +215,44 @@ def test_alm_decrease_fails_for_a_kernel_returning_the_top_n_point(monkeypatch, 
     assert ok is False
     assert got["liu-prop6-kernel-critical"] is False
     assert got["liu-prop8"] is True
+
+
+def _alm_sweep(monkeypatch, change):
+    """``alm_trace``'s sweep (the NumPy transcription of Alg. 2 that Props. 6 and 8 are
+    checked on) replaced by ``change(original sweep)``; the production kernel is untouched."""
+    import sparseopt.prox.alm as alm
+
+    monkeypatch.setattr(alm, "_alm_sweep_np", change(alm._alm_sweep_np))
+
+
+def test_alm_decrease_prop8_fails_for_a_sweep_at_half_lam(monkeypatch, tmp_path):
+    # each coordinate set to max(z_i - (lam / 2) e_N, 0): not the exact minimizer of f at lam,
+    # so eq. 9 fails; the sweeps still halt (at the lam / 2 point), Prop. 6's count holds
+    _alm_sweep(monkeypatch, lambda orig: lambda w, z, lam, n, s: orig(w, z, 0.5 * lam, n, s))
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop8"] is False
+    assert got["liu-prop6"] is True and got["liu-prop6-kernel-critical"] is True
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reflected iterates overflow
+def test_alm_decrease_prop6_fails_for_sweeps_that_overshoot(monkeypatch, tmp_path):
+    # w + 2 (sweep(w) - w): every sweep reflects the group through its coordinate minimizers,
+    # f does not fall, the iterates keep moving and do not halt within 3 lam ||z||^3 / eps^2
+    # sweeps (and eq. 9 fails)
+    def overshoot(orig):
+        def sweep(w, z, lam, n, s):
+            old = w.copy()
+            orig(w, z, lam, n, s)
+            w[:] = old + 2.0 * (w - old)
+
+        return sweep
+
+    _alm_sweep(monkeypatch, overshoot)
+    ok, got = _run_broken("alm_decrease", tmp_path)
+    assert ok is False
+    assert got["liu-prop6"] is False
+    assert got["liu-prop8"] is False
 
 
 # --- table1 (proxsparse-liu Table 1 in full) -----------------------------------------------
@@ -325,6 +378,8 @@ def test_iobs_fig1_fails_for_a_newton_step_off_by_2(name, cid, eta, monkeypatch,
     ok, got = _run_broken(name, tmp_path)
     assert ok is False
     assert got[cid] is False
+    if name == "iobs_fig1a":  # and one step is no longer exact in the paper's n > d setting
+        assert got["iobs-fig1a-paper-setting"] is False
 
 
 @pytest.mark.parametrize("name,cid", IOBS_FIG1)
@@ -342,6 +397,8 @@ def test_iobs_fig1_fails_when_iobs_is_a_gradient_step(name, cid, monkeypatch, tm
     ok, got = _run_broken(name, tmp_path)
     assert ok is False
     assert got[cid] is False
+    if name == "iobs_fig1a":
+        assert got["iobs-fig1a-paper-setting"] is False
 
 
 def test_maiht_accel_tail_rate_fails_for_plain_iht(monkeypatch, tmp_path):

@@ -54,6 +54,55 @@ def test_magnitude_fails_when_the_24_projection_keeps_the_smallest(monkeypatch, 
     assert got["maiht-rem22"] is False
 
 
+# --- maiht_descent (Lemma 3.2, Lemma B.4 / Prop. B.5, Prop. B.6) ----------------------------
+
+
+def test_descent_fails_with_threshold_sqrt_alpha_lam(monkeypatch, tmp_path):
+    # the thresholding step is no longer the l0 prox: support changes move W by less than
+    # eq. 8's 2 alpha lam, Prop. B.5 (4)'s count of changes is broken (Lemma B.4's row)
+    _threshold_times(monkeypatch, 1 / math.sqrt(2))
+    ok, got = _run_broken("maiht_descent", tmp_path)
+    assert ok is False
+    assert got["maiht-lemmaB4"] is False
+
+
+def _maiht_without_monitor(f, *, step, max_iter, tol=0.0, lam=None, pattern=None, x0=None):
+    """eq. (4) with the extrapolated step Z^{k+1} always taken: mAIHT without the monitor
+    V^{k+1} (the IHT step it must not be worse than), i.e. accelerated IHT."""
+    from types import SimpleNamespace
+
+    def prox(v):
+        return pattern.project(v) if pattern is not None else np.where(v * v > 2.0 * step * lam, v, 0.0)
+
+    def value(W):
+        return f.value(W) + (0.0 if pattern is not None else lam * np.count_nonzero(W))
+
+    W = np.array(f.W_star if x0 is None else x0, dtype=np.float64)
+    W_prev, Z, t_prev, t = W, W, 0.0, 1.0
+    F, S = [value(W)], [np.count_nonzero(W)]
+    for _ in range(max_iter):
+        Y = W + (t_prev / t) * (Z - W) + ((t_prev - 1.0) / t) * (W - W_prev)
+        Z = prox(Y - step * f.grad(Y))
+        t_prev, t = t, (math.sqrt(4.0 * t * t + 1.0) + 1.0) / 2.0
+        W_prev, W = W, Z
+        F.append(value(W))
+        S.append(np.count_nonzero(W))
+    return SimpleNamespace(x=W, history={"objective": np.array(F), "support": np.array(S)})
+
+
+def test_descent_fails_for_maiht_without_its_monitor(monkeypatch, tmp_path):
+    # the momentum step overshoots: L(W^k) rises on some step (Lemma 3.2) and W^{k+1} is
+    # worse than the monitor step V^{k+1} (Prop. B.6 (1)); IHT's rows are untouched
+    import sparseopt.solvers as solvers
+
+    monkeypatch.setattr(solvers, "maiht", _maiht_without_monitor)
+    ok, got = _run_broken("maiht_descent", tmp_path)
+    assert ok is False
+    assert got["maiht-lemma32"] is False
+    assert got["maiht-propB6"] is False
+    assert got["maiht-lemmaB4"] is True
+
+
 # --- maiht_fixed_point ---------------------------------------------------------------------
 
 
@@ -143,6 +192,18 @@ def test_acceleration_fails_for_maiht_with_half_the_step(monkeypatch, tmp_path):
     assert got["maiht-fig1-faster"] is False
 
 
+def test_acceleration_final_fails_for_maiht_stopped_early(monkeypatch, tmp_path):
+    # mAIHT given a tenth of the budget: its returned point is worse than IHT's after the full
+    # budget (Fig. 1's "ends at a better solution")
+    import sparseopt.solvers as solvers
+
+    orig = solvers.maiht
+    monkeypatch.setattr(solvers, "maiht", lambda f, **kw: orig(f, **{**kw, "max_iter": kw["max_iter"] // 10}))
+    ok, got = _run_broken("maiht_acceleration", tmp_path)
+    assert ok is False
+    assert got["maiht-fig1-final"] is False
+
+
 # --- layer_fig2 ----------------------------------------------------------------------------
 
 
@@ -155,6 +216,25 @@ def test_fig2_fails_with_wanda_scores_using_h_instead_of_its_root(monkeypatch, t
     ok, got = _run_broken("layer_fig2", tmp_path)
     assert ok is False
     assert got["kubler-fig2-alpha1"] is False
+
+
+def test_fig2_prox_lowest_fails_when_prox_is_wanda(monkeypatch, tmp_path):
+    # a "prox" that is Wanda: at alpha = 1 it is still optimal (Theorem 1), for alpha < 1
+    # prox+GD is wanda+GD, which a Hessian-aware method beats on correlated inputs
+    import dataclasses
+    import functools
+
+    from sparseopt.layer import methods, registry
+
+    methods()  # the registry is filled on first use
+    spec = registry._REGISTRY["prox"]
+    wanda = registry.get_method("wanda").fn
+    fn = functools.wraps(spec.fn)(lambda W, H, pattern, **kw: wanda(W, H, pattern))
+    monkeypatch.setitem(registry._REGISTRY, "prox", dataclasses.replace(spec, fn=fn))
+    ok, got = _run_broken("layer_fig2", tmp_path)
+    assert ok is False
+    assert got["kubler-fig2-prox"] is False
+    assert got["kubler-fig2-alpha1"] is True
 
 
 # --- layer_schedule ------------------------------------------------------------------------
@@ -191,3 +271,4 @@ def test_schedule_fails_with_the_wrong_power_of_the_mean(monkeypatch, tmp_path):
     ok, got = _run_broken("layer_schedule", tmp_path)
     assert ok is False
     assert got["kubler-eq15-scale"] is False
+

@@ -29,6 +29,30 @@ def test_iobs_rate_fails_for_a_half_newton_step(monkeypatch, tmp_path):
     assert got["iobs-thm1"][1] is True  # the exact I-OBS is untouched
 
 
+def test_iobs_rate_thm1_fails_for_an_exact_step_1_percent_too_long(monkeypatch, tmp_path):
+    """Exact I-OBS whose step overshoots its k-sparse Newton point by 1%: it still reaches
+    1e-10, but linearly (e_{t+1} about 0.01 e_t), so ||e_{t+1}|| / ||e_t||^2 grows past Thm 1's
+    constant as e_t falls, and the fitted order is about 1; Top-k I-OBS is untouched."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import theory_checks.check_iobs_rate as chk
+
+    orig = chk.iobs
+
+    def long_step(f, k, *, x0, **kw):
+        r = orig(f, k, x0=x0, **kw)
+        return SimpleNamespace(x=np.where(r.x != 0, x0 + 1.01 * (r.x - x0), 0.0), info=r.info)
+
+    monkeypatch.setattr(chk, "iobs", long_step)
+    ok, got = run_quick("iobs_rate", tmp_path)
+    assert ok is False
+    assert got["iobs-thm1"][1] is False
+    assert got["iobs-quadratic-order"][1] is False
+    assert got["iobs-lemma3"][1] is True
+
+
 def test_iobs_quadratic_holds_quick(tmp_path):
     ok, got = run_quick("iobs_quadratic", tmp_path)
     assert_quick_run_holds("iobs_quadratic", ok, got, tmp_path)

@@ -52,3 +52,19 @@ def test_nm_general_fails_for_a_1m_prox_at_2_lam(monkeypatch, tmp_path):
     assert ok is False
     assert got["kubler-sec34-1m"][1] is False
     assert got["kubler-sec34-lemma4"][1] is True
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # some iterates of the 2 lam run blow up
+def test_kubler_fact8_gradnorm_fails_for_a_gradient_at_2_lam(monkeypatch, tmp_path):
+    """The projected gradient iteration run on the gradient of f at 2 lam (the ordered-pairs
+    slip of proxsparse-liu Alg. 2 line 6) while C_k is the PSD region of f at lam: the iteration
+    is not the convex one there and ||G|| grows on some step inside C_k. (A longer step alone
+    does not break it: from 0 the iterates then reach a 2-cycle of equal norm or converge.)"""
+    import theory_checks.check_kubler_fact8 as chk
+
+    orig = chk.gradient
+    monkeypatch.setattr(chk, "gradient", lambda w, z, lam: orig(w, z, 2.0 * lam))
+    ok, got = run_quick("kubler_fact8", tmp_path)
+    assert ok is False
+    assert got["kubler-sec35-gradnorm"][1] is False
+    assert got["kubler-fact8a"][1] is True and got["kubler-fact8b"][1] is True

@@ -57,3 +57,26 @@ def test_liu_printed_fails_for_a_library_alm_at_2_lam(monkeypatch, tmp_path):
     ok, got = run_quick("liu_printed", tmp_path)
     assert ok is False
     assert got["liu-alg3-optimal"][1] is False
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reflected iterates overflow
+def test_liu_printed_prop6_proof_fails_for_sweeps_that_overshoot(monkeypatch, tmp_path):
+    """Alg. 2's sweep (``alm_trace``'s NumPy transcription) over-relaxed, w + 2 (sweep(w) - w):
+    every sweep reflects the group through its coordinate minimizers, f does not fall and the
+    iterates keep moving, so the corrected halting bound lam ||z||^3 / eps^2 fails."""
+    import sparseopt.prox.alm as alm
+    from theory_checks._testing import run_quick
+
+    orig = alm._alm_sweep_np
+
+    def overshoot(w, z, lam, n, s):
+        old = w.copy()
+        orig(w, z, lam, n, s)
+        w[:] = old + 2.0 * (w - old)
+
+    monkeypatch.setattr(alm, "_alm_sweep_np", overshoot)
+    ok, got = run_quick("liu_printed", tmp_path)
+    assert ok is False
+    figure, passed = got["liu-prop6-proof"]
+    assert passed is False
+    assert "halting later than lam ||z||^3 / eps^2 sweeps: 0 of" not in figure

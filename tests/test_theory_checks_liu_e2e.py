@@ -50,3 +50,21 @@ def test_liu_proxsparse_fails_when_the_adapter_prox_is_at_2_lam(monkeypatch, tmp
     ok, got = _run(tmp_path)
     assert ok is False
     assert got["liu-prop7"][1] is False
+
+
+def test_liu_proxsparse_fails_when_lambda_1_is_ignored(monkeypatch, tmp_path):
+    """A ProxSparse that always runs at lambda_1 = 0.3: the "too large" lambda_1 = 100 run is the
+    balanced one, so it neither commits to its mask earlier (Fig. 1) nor prunes worse (Table 4)."""
+    pytest.importorskip("torch")
+    import dataclasses
+
+    import sparseopt_torch.proxsparse  # noqa: F401  (the module, not the function)
+
+    mod = sys.modules["sparseopt_torch.proxsparse"]
+    orig = mod.proxsparse
+    monkeypatch.setattr(mod, "proxsparse", lambda model, batches, loss, settings, **kw:
+                        orig(model, batches, loss, dataclasses.replace(settings, lam1=0.3), **kw))
+    ok, got = _run(tmp_path)
+    assert ok is False
+    assert got["liu-fig1-commit"][1] is False
+    assert got["liu-table4-large"][1] is False

@@ -81,3 +81,6 @@ def test_maiht_step_fails_for_solvers_that_ignore_the_step(monkeypatch, tmp_path
     ok, got = run_quick("maiht_step", tmp_path)
     assert ok is False
     assert got["maiht-sec3-larger-step"][1] is False
+    # Sec. 4's step too: an IHT at 0.25 / L does not overshoot, the rise of L(W) that the
+    # paper's step 0.95 / ||X'X|| causes is not shown
+    assert got["maiht-sec4-step"][1] is False

@@ -65,6 +65,7 @@ def test_hessians_fails_when_pruning_errors_are_amplified(monkeypatch, tmp_path)
     ok, passed, _ = _run("kubler_minilm_hessians", tmp_path)
     assert ok is False
     assert passed["kubler-d1-independent-sequential"] is False
+    assert passed["kubler-table4-not-better"] is False  # end to end too
 
 
 def test_hessians_fails_when_sequential_does_not_propagate(monkeypatch, tmp_path, capsys):

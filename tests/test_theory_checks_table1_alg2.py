@@ -63,6 +63,35 @@ def test_table1_alg2_prop8_fails_for_a_sweep_that_is_not_the_coordinate_minimize
     figure, passed = got["liu-prop8-kernel"]
     assert passed is False
     assert _figure_value(figure, "worst slack") < -1e-12
+    # the sweeps converge to the lam / 2 point, f at lam does not fall by the steps: the
+    # telescoped halting bound of Prop. 6 fails too
+    assert got["liu-prop6-kernel"][1] is False
+
+
+def test_table1_alg2_prop6_fails_for_sweeps_that_overshoot(monkeypatch):
+    """The kernel's candidate solver (its plain-Python body) with every sweep over-relaxed,
+    w + 2 (sweep(w) - w): each coordinate step is reflected through the coordinate minimizer,
+    so f does not fall by 0.5 ||step||^2 and the group keeps moving; the kernel no longer
+    halts within Prop. 6's 3 lam ||z||^3 / eps^2 sweeps. Runs the check's own trace statistics
+    (the quick run's groups) and its criterion for ``liu-prop6-kernel``: the rest of the
+    check (Table 1's grids and their certificates) does not use the traced solver."""
+    import theory_checks.check_table1_alg2 as chk
+    from sparseopt.prox import alm
+
+    sweep = alm._sweep24
+
+    def overshoot(w1, w2, w3, w4, z1, z2, z3, z4, lam, s):
+        out = sweep(w1, w2, w3, w4, z1, z2, z3, z4, lam, s)
+        w = (w1, w2, w3, w4)
+        return tuple(w[i] + 2.0 * (out[i] - w[i]) for i in range(4)) + tuple(out[4:])
+
+    good = chk._trace_stats(np.random.default_rng(8), 60)
+    assert chk.prop6_kernel_holds(good)  # the unbroken kernel, same groups
+    monkeypatch.setattr(alm, "_alm24", alm._alm24.py_func)
+    monkeypatch.setattr(alm, "_sweep24", overshoot)
+    st = chk._trace_stats(np.random.default_rng(8), 60)
+    assert st["p6_bad"] > 0 and st["tele_bad"] > 0
+    assert not chk.prop6_kernel_holds(st)
 
 
 def test_table1_alg2_prop8_fails_for_a_newton_step_that_raises_f(monkeypatch, tmp_path):

@@ -40,7 +40,9 @@ output is a critical point in every coordinate, not only on its support. What wo
 Newton step or sweep that stops away from a stationary point, a wrong e_N.
 
 What would make the trace part fail: a coordinate update that is not the exact minimizer (a
-wrong soft-threshold, e.g. lam / 2 or missing the max(., 0)), an objective that is not eq. 6.
+wrong soft-threshold, e.g. lam / 2 or missing the max(., 0)), an objective that is not eq. 6
+(tested: the sweep at lam / 2 fails ``liu-prop8``; an over-relaxed sweep w + 2 (sweep(w) - w),
+which does not halt, fails ``liu-prop6`` too).
 """
 
 from __future__ import annotations

@@ -22,8 +22,11 @@ Claims:
   are counted and printed (they are what the library's EnumPGD stop rule detects).
 
 What would make it fail: a Hessian with a wrong off-diagonal term (eigenvalues above 4 in
-C_4), a Hessian at 0 that is not I, a step larger than 1/gamma_max (then the gradient-mapping
-norm can grow inside C_k).
+C_4), a Hessian at 0 that is not I; for the Sec. 3.5 claim, an iteration on the gradient of
+another lam than the region's (tested: 2 lam, the ordered-pairs slip of proxsparse-liu Alg. 2
+line 6: ||G|| grows inside C_k). A longer step alone does not make it fail on these inputs
+(steps 0.4 to 3 measured, 2026-11-29): from 0 the iterates converge or reach a 2-cycle of
+equal ||G|| (0 and 3z at step 3), so no increase is seen inside or outside C_k.
 """
 
 from __future__ import annotations

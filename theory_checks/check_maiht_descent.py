@@ -20,10 +20,15 @@ V^{k+1} the monitor step (one IHT step from W^k, computed here with the producti
 W^k is the result of ``maiht(max_iter=k)`` (deterministic; checked against the history of one
 long run), for every k of a shorter run.
 
-Claims ``maiht-lemma32``, ``maiht-lemmaB4`` (with Prop. B.5 (1), (4)) and ``maiht-propB6``. What would make it
-fail: a step >= 1/L, a threshold other than sqrt(2 alpha lam) (e.g. sqrt(alpha lam): the
-thresholding step is then not the l0 prox and L can increase), a history whose objective is
-not f + lam ||W||_0.
+Claims ``maiht-lemma32``, ``maiht-lemmaB4`` (with Prop. B.5 (1), (4)) and ``maiht-propB6``. What
+makes it fail (tested): mAIHT without its monitor step (the extrapolated Z^{k+1} always taken:
+L rises on some step and W^{k+1} is worse than V^{k+1}), a threshold sqrt(alpha lam) (not the
+l0 prox: support changes move W by less than eq. 8's 2 alpha lam, Prop. B.5 (4) fails; L
+itself still falls on these problems); also a history whose objective is not f + lam ||W||_0.
+A step in (1/L, 2/L) voids the lemmas' premise but not, on these problems, their conclusion
+(measured at 1.6, 1.95 and 2.0 x 0.99/L: L still falls), so it does not make the check fail.
+Prop. B.5 (3) / B.6 (3) (``maiht-propB5-B6-3``) is the telescoped Lemma B.4 / Prop. B.6 (1)
+with about 300x slack; none of these breaks makes it fail.
 """
 
 from __future__ import annotations

@@ -233,6 +233,20 @@ def _trace_stats(rng, count):
     return st
 
 
+def _traced(st):
+    """The traces of :func:`_trace_stats` are the kernel's: some traced, every one converged
+    within MAX_SWEEPS, chained iterations = one kernel call, converged ends = prox_nm's output."""
+    return (st["traces"] > 0 and st["unconverged"] == 0 and st["mismatch"] == 0
+            and st["end_checked"] > 0 and st["end_bad"] == 0)
+
+
+def prop6_kernel_holds(st):
+    """Claim ``liu-prop6-kernel`` on the statistics of :func:`_trace_stats`: no (trace, eps)
+    pair halts later than 3 lam ||z||^3 / eps^2 sweeps or than the telescoped bound of the
+    kernel's start, on traces that are the kernel's."""
+    return st["p6_checked"] > 0 and st["p6_bad"] == 0 and st["tele_bad"] == 0 and _traced(st)
+
+
 def run(out_dir, quick=False):
     import matplotlib.pyplot as plt
 
@@ -323,7 +337,7 @@ def run(out_dir, quick=False):
     figure("Prop. 6 on the kernel", f"{st['p6_bad']} of {st['p6_checked']} (trace, eps) pairs later than "
                                     f"3 lam ||z||^3 / eps^2 sweeps (max ratio {st['p6_worst']:.1e}); "
                                     f"later than the telescoped bound of the kernel's start: {st['tele_bad']}")
-    traced = st["traces"] > 0 and st["unconverged"] == 0 and st["mismatch"] == 0 and st["end_checked"] > 0 and st["end_bad"] == 0
+    traced = _traced(st)
     ok_8 = claim("liu-prop8-kernel",
                  f"eq. 9 on every kernel sweep: worst slack {st['worst9']:.1e} >= -1e-12 over {st['sweeps']} "
                  f"sweeps; Newton rise {st['newton_rise']:.1e} <= 1e-12; iterate-to-iterate eq. 9 fails on "
@@ -333,7 +347,7 @@ def run(out_dir, quick=False):
                  f"{st['p6_bad']} of {st['p6_checked']} (trace, eps) pairs above 3 lam ||z||^3 / eps^2 sweeps "
                  f"(max sweeps / bound {st['p6_worst']:.1e}); above the start's telescoped bound: "
                  f"{st['tele_bad']}",
-                 st["p6_checked"] > 0 and st["p6_bad"] == 0 and st["tele_bad"] == 0 and traced)
+                 prop6_kernel_holds(st))
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     lam_cells = np.array([lams_t[k] for k, _ in cells_t])
