@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory_checks._testing import assert_quick_run_holds, run_quick
+from theory_checks._testing import assert_quick_run_holds, prox_rnm_replaced_by, run_quick
 
 
 def test_appc_check_holds(tmp_path, capsys):
@@ -50,16 +50,7 @@ def test_appc_closed_form_fails_for_a_threshold_off_by_2(tmp_path, monkeypatch):
 def test_appc_table2_quality_fails_when_the_rnm_run_is_R1(tmp_path, monkeypatch):
     """The pruner's r_{2:4} run replaced by R1's: its mask is R1's, so it is not strictly the
     best of the four (Table 2's quality order)."""
-    import sparseopt
-
-    orig = sparseopt.prune
-
-    def broken(W, H, method="prox", *args, **kw):
-        if method == "prox" and kw.get("regularizer", "rnm") == "rnm":
-            kw["regularizer"] = "R1"
-        return orig(W, H, method, *args, **kw)
-
-    monkeypatch.setattr(sparseopt, "prune", broken)
+    prox_rnm_replaced_by(monkeypatch, "R1")
     ok, got = run_quick("appc_regularizers", tmp_path)
     assert ok is False
     assert got["kubler-table2-quality"][1] is False

@@ -3,7 +3,7 @@ order) in quick mode, and a break that must make it fail."""
 
 from __future__ import annotations
 
-from theory_checks._testing import assert_quick_run_holds, run_quick
+from theory_checks._testing import assert_quick_run_holds, prox_rnm_replaced_by, run_quick
 
 
 def test_kubler_appc_commit_holds_quick(tmp_path):
@@ -14,18 +14,7 @@ def test_kubler_appc_commit_holds_quick(tmp_path):
 def test_kubler_appc_commit_fails_when_rnm_commits_at_once(monkeypatch, tmp_path):
     """An r_{2:4} run whose mask is fixed after its first iteration (the pruner's prox of
     r_{2:4} replaced by R1's soft thresholding): it no longer commits later than R0-R2."""
-    import sparseopt.layer as layer
-
-    orig = layer.prune
-
-    def broken(W, H, method="prox", *args, **kw):
-        if method == "prox" and kw.get("regularizer", "rnm") == "rnm":
-            kw["regularizer"] = "R1"
-        return orig(W, H, method, *args, **kw)
-
-    import sparseopt
-
-    monkeypatch.setattr(sparseopt, "prune", broken)
+    prox_rnm_replaced_by(monkeypatch, "R1")
     ok, got = run_quick("kubler_appc_commit", tmp_path)
     assert ok is False
     assert got["kubler-appc-commit"][1] is False

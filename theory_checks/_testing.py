@@ -44,3 +44,19 @@ def assert_quick_run_holds(name: str, ok: bool, got: dict, out_dir) -> None:
         assert any(not passed for cid, (_, passed) in got.items() if cid in timed), (
             f"{name} failed, yet every claim it recorded passed")
     assert list(pathlib.Path(out_dir).glob("*.png")), f"{name} saved no plot"
+
+
+def prox_rnm_replaced_by(monkeypatch, regularizer: str) -> None:
+    """Mutation for the App. C checks' tests: every prox run of ``sparseopt.prune`` with the
+    default r_{N:M} regularizer runs with ``regularizer`` instead (e.g. R1's soft thresholding,
+    which commits to its mask at once)."""
+    import sparseopt
+
+    orig = sparseopt.prune
+
+    def broken(W, H, method="prox", *args, **kw):
+        if method == "prox" and kw.get("regularizer", "rnm") == "rnm":
+            kw["regularizer"] = regularizer
+        return orig(W, H, method, *args, **kw)
+
+    monkeypatch.setattr(sparseopt, "prune", broken)

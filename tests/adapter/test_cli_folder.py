@@ -94,7 +94,8 @@ def test_eval_holds_one_model_at_a_time(tmp_path, monkeypatch):
 def test_eval_reuses_the_rows_of_runs_already_measured(tmp_path, monkeypatch):
     """A second sparseopt eval of the same folder on the same text loads no pruned copy and
     returns the same rows; a run added to the folder is the only one measured, a run whose
-    report changed is measured again, and another text measures every run."""
+    report changed is measured again, and another text measures every run (256 tokens of
+    text: the rows' values do not matter here)."""
     import sparseopt_torch.hf as hf
 
     folder = save_tiny_model("llama", str(tmp_path / "llama"), layers=2)
@@ -102,7 +103,7 @@ def test_eval_reuses_the_rows_of_runs_already_measured(tmp_path, monkeypatch):
     out = str(tmp_path / "run")
     prune = ["prune", "--model", folder, "--out", out, "--calibration", calib, *TINY]
     assert main([*prune, "--method", "magnitude", "--refine-steps", "2"]) == 0
-    first = hf.evaluate_folder(out, progress=False)
+    first = hf.evaluate_folder(out, progress=False, max_tokens=256)
     loaded = []
     real_load = hf.load_pruned
 
@@ -111,18 +112,18 @@ def test_eval_reuses_the_rows_of_runs_already_measured(tmp_path, monkeypatch):
         return real_load(model, run, **kwargs)
 
     monkeypatch.setattr(hf, "load_pruned", load_pruned)
-    assert hf.evaluate_folder(out, progress=False) == first and loaded == []
+    assert hf.evaluate_folder(out, progress=False, max_tokens=256) == first and loaded == []
     assert main([*prune, "--method", "wanda"]) == 0
-    rows = hf.evaluate_folder(out, progress=False)
+    rows = hf.evaluate_folder(out, progress=False, max_tokens=256)
     assert rows[:3] == first and loaded == [("wanda", "nogd")]
     report = os.path.join(out, "magnitude", "report.json")
     with open(report, "a") as fh:
         fh.write("\n")  # the run's report changed: its saved rows no longer count
     loaded.clear()
-    again = hf.evaluate_folder(out, progress=False)
+    again = hf.evaluate_folder(out, progress=False, max_tokens=256)
     assert loaded == [("magnitude", "nogd"), ("magnitude", "gd")] and again == rows
     loaded.clear()
-    other = hf.evaluate_folder(out, progress=False, text=calib)
+    other = hf.evaluate_folder(out, progress=False, text=calib, max_tokens=256)
     assert len(loaded) == 3 and other[0]["perplexity"] != rows[0]["perplexity"]
 
 
