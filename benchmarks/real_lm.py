@@ -138,7 +138,10 @@ def finetune(run_folder, method, minutes, args):
 def save_cost(costs_file, label, cost):
     """Add ``label: cost`` to the costs file, re-read first: two benchmark processes on the
     same cache (different methods, one folder) each keep the other's figures."""
-    costs = json.load(open(costs_file)) if os.path.exists(costs_file) else {}
+    costs = {}
+    if os.path.exists(costs_file):
+        with open(costs_file) as fh:
+            costs = json.load(fh)
     costs[label] = cost
     with open(costs_file + f".{os.getpid()}.tmp", "w") as fh:
         json.dump(costs, fh, indent=1)

@@ -17,7 +17,6 @@ every method (when they fit in memory); ProxSparse learns its masks end to end
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -40,8 +39,9 @@ from .evaluate import dense_logits, fidelity, kl_to_dense, perplexity
 from .layers import find_layers, get_weight
 from .models import is_causal_lm, load_model
 from .prune import PruneSettings, prune_model
-from .rundir import (EXPERIMENT_FILE, check_experiment, fingerprint, fingerprint_weights,
-                     load_pruned, read_experiment, refinements, write_json, write_text)
+from .rundir import (DENSE_EVALUATION, EVALUATION, EXPERIMENT_FILE, check_experiment, fingerprint,
+                     fingerprint_weights, load_pruned, read_experiment, refinements,
+                     save_evaluation, saved_evaluation, write_json, write_text)
 
 __all__ = ["Experiment", "PRESETS", "VARIANTS", "PROXSPARSE", "MINILM_PROXSPARSE",
            "resolve_model", "evaluate_models", "calibration_batches", "held_out",
@@ -484,36 +484,6 @@ def _windows(ids, seq_len, n_seq, least, source):
     return ids, sequence_batches(ids[:n_seq * seq_len].reshape(n_seq, seq_len), 1)
 
 
-#: A run's evaluated rows (``RUN/evaluation.json``) and the dense model's (``OUT/...``).
-EVALUATION, DENSE_EVALUATION = "evaluation.json", "evaluation-dense.json"
-
-
-def _report_sha256(folder):
-    path = os.path.join(folder, "report.json")
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
-
-
-def _saved_evaluation(folder, key, name=EVALUATION):
-    """The rows saved in ``folder/name`` ({variant: row}) if they were measured with ``key``
-    on the run's present report, else None."""
-    path = os.path.join(folder, name)
-    if not os.path.exists(path):
-        return None
-    with open(path) as fh:
-        saved = json.load(fh)
-    same = (saved.get("key") == json.loads(json.dumps(key))
-            and saved.get("report_sha256") == _report_sha256(folder))
-    return saved["rows"] if same else None
-
-
-def _save_evaluation(folder, key, rows, name=EVALUATION):
-    write_json(os.path.join(folder, name),
-               {"key": key, "report_sha256": _report_sha256(folder), "rows": rows})
-
-
 def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_tokens=20000, n_kl=8,
                     k=10, progress=True) -> list:
     """Evaluate every finished run of ``out`` on held-out text and write ``comparison.json``
@@ -551,9 +521,9 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
         raise ValueError(f"no finished run in {out!r}: run `sparseopt prune` first")
     # what a row is measured on: a saved row with the same key is reused
     measured_on = {"tokens": fingerprint([ids]), "seq_len": seq_len, "windows": len(windows),
-           "k": None if causal else k, "dense": fingerprint([dict(dense.state_dict())])}
-    saved = {run: _saved_evaluation(os.path.join(out, run), measured_on) for run in runs}
-    dense_row = _saved_evaluation(out, measured_on, DENSE_EVALUATION)
+                   "k": None if causal else k, "dense": fingerprint([dict(dense.state_dict())])}
+    saved = {run: saved_evaluation(os.path.join(out, run), measured_on) for run in runs}
+    dense_row = saved_evaluation(out, measured_on, DENSE_EVALUATION)
     rows = []
     # One model in memory at a time: the dense model's references (its logits on the KL
     # windows, in files under out/, or its embeddings) are taken first and the dense model is
@@ -564,7 +534,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
             if dense_row is None:
                 dense_row = {"dense": {"run": "dense", "kl": 0.0,
                                        "perplexity": perplexity(dense, ids, seq_len=seq_len)}}
-                _save_evaluation(out, measured_on, dense_row, DENSE_EVALUATION)
+                save_evaluation(out, measured_on, dense_row, DENSE_EVALUATION)
             rows.append(dense_row["dense"])
         reference = None
         if any(v is None for v in saved.values()):  # some run needs the dense references
@@ -607,7 +577,7 @@ def evaluate_folder(out, *, text=None, encoding="utf-8", seq_len=None, max_token
                     print(f"[eval] {label}: " + ", ".join(
                         f"{k_}={v:.4g}" for k_, v in row.items() if isinstance(v, float)),
                         flush=True)
-            _save_evaluation(os.path.join(out, run), measured_on, measured)
+            save_evaluation(os.path.join(out, run), measured_on, measured)
     finally:
         if cache is not None:
             reference = None  # release the memory maps before the files go

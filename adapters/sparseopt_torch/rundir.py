@@ -11,7 +11,9 @@ its runs) and one run folder per method, ``OUT/<method>/``, written by
 - ``blocks/<block>.json`` with block reconstruction (+BR): the block's record, written after
   its layers (whose ``W`` are then the reconstructed weights and ``W_nogd`` the method's);
   it marks the block finished;
-- ``report.json`` / ``report.md`` once every layer is finished.
+- ``report.json`` / ``report.md`` once every layer is finished;
+- ``evaluation.json`` after ``sparseopt eval``: the run's rows and what they were measured on
+  (``OUT/evaluation-dense.json`` the dense model's), reused while both stay the same.
 
 Every file is written atomically (a temporary file renamed), so a killed run leaves only
 whole files and a rerun with the same settings continues where it stopped; a rerun with
@@ -34,7 +36,8 @@ from .layers import find_layers, get_weight, set_weight
 __all__ = ["SETTINGS_FILE", "EXPERIMENT_FILE", "atomic_write", "write_json", "write_text",
            "fingerprint", "fingerprint_weights", "check_same", "open_run", "save_layer",
            "load_layer", "layer_file", "save_block", "load_block", "read_run", "check_experiment", "read_experiment",
-           "load_pruned"]
+           "load_pruned", "EVALUATION", "DENSE_EVALUATION", "saved_evaluation",
+           "save_evaluation"]
 
 SETTINGS_FILE = "run.json"
 EXPERIMENT_FILE = "experiment.json"
@@ -223,6 +226,37 @@ def read_run(run, finished=True) -> dict:
                          f"have no result yet (e.g. {missing[:3]}); resume it with "
                          "prune_model(..., out=run) before exporting")
     return settings
+
+
+#: A run's evaluated rows (``RUN/evaluation.json``) and the dense model's (``OUT/...``).
+EVALUATION, DENSE_EVALUATION = "evaluation.json", "evaluation-dense.json"
+
+
+def _report_sha256(folder):
+    path = os.path.join(folder, "report.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def saved_evaluation(folder, key, name=EVALUATION):
+    """The rows saved in ``folder/name`` ({variant: row}) if they were measured with ``key``
+    on the run's present report, else None."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return None
+    saved = _read_json(path)
+    same = (saved.get("key") == json.loads(json.dumps(key))
+            and saved.get("report_sha256") == _report_sha256(folder))
+    return saved["rows"] if same else None
+
+
+def save_evaluation(folder, key, rows, name=EVALUATION):
+    """Write ``rows`` ({variant: row}) to ``folder/name`` with the ``key`` they were measured
+    with and the run's present report (see :func:`saved_evaluation`)."""
+    write_json(os.path.join(folder, name),
+               {"key": key, "report_sha256": _report_sha256(folder), "rows": rows})
 
 
 def check_experiment(out, experiment, write=False) -> None:
