@@ -34,6 +34,10 @@ The mechanisms (A = with it, as the code is; B = without it):
 * ``screen``: the 2:4 kernel's 2-sparse certificate against none (``screen=False``).
 * ``blas_limiter``: ``small_lapack``'s one-BLAS-thread limit (``sparseopt.threads``) against
   none, on the ``small`` job (at 4096 it does not act).
+* ``serial_small``: ``parallel_kernel``'s serial compilation for calls below its size
+  (``sparseopt.threads``) against the parallel kernel at every size, on the ``path`` job: a
+  lasso path (``prox_path``, 6 lambdas, 3000 FISTA iterations each) of a 50 x 15
+  regression, three kernel calls an iteration (at 4096 it does not act).
 * ``cuda24``: the torch adapter's 2:4 prox of a CUDA tensor by the core's kernel compiled
   for the GPU against the host kernel on a copy (only with a GPU; the prox is all of an
   iteration's time on a GPU, so the kernel's time stands for the job's).
@@ -67,7 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 PROCESS = ("env", "malloc_trim")
-INPROCESS = ("free_list", "kernel24", "screen", "blas_limiter", "cuda24")
+INPROCESS = ("free_list", "kernel24", "screen", "blas_limiter", "serial_small", "cuda24")
 ALL = PROCESS + INPROCESS
 #: What the ``sparseopt`` command sets (``sparseopt.threads.IDLE_THREAD_ENV``) and the
 #: libraries' own defaults.
@@ -206,6 +210,17 @@ def switched_off(name):
             yield
         finally:
             prox.enum_alm_rows = old
+    elif name == "serial_small":
+        from sparseopt.threads import PARALLEL_KERNELS
+
+        old = {k: kernel.min_entries for k, kernel in PARALLEL_KERNELS.items()}
+        for kernel in PARALLEL_KERNELS.values():
+            kernel.min_entries = 0
+        try:
+            yield
+        finally:
+            for k, kernel in PARALLEL_KERNELS.items():
+                kernel.min_entries = old[k]
     elif name == "blas_limiter":
         import sparseopt.linalg as linalg
 
@@ -239,6 +254,23 @@ def _cuda24_pair(size):
 
 # ----------------------------------------------------------------------------------------
 # children
+
+
+def path_job():
+    """The lasso path of a 50 x 15 regression (``prox_path``): () -> (seconds, digest)."""
+    import numpy as np
+    from sparseopt.objectives import LeastSquares
+    from sparseopt.paths import prox_path
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((50, 15))
+    f = LeastSquares(X, X[:, :3].sum(axis=1) + 0.1 * rng.standard_normal(50))
+
+    def run():
+        t0 = time.perf_counter()
+        path = prox_path(f, n_lams=6, eps=1e-2, max_iter=3000)
+        return time.perf_counter() - t0, _digest(path.coefs)
+    return run
 
 
 def child(args):
@@ -275,6 +307,7 @@ def child(args):
             return b if off else a
     else:
         job = (small_job(p["data"], p["iters"]) if name == "blas_limiter"
+               else path_job() if name == "serial_small"
                else layer_job(p["data"], p["size"], p["iters"]))
 
         def runs(off):
@@ -385,6 +418,7 @@ def main(argv=None):
         params = {"data": data, "size": args.size, "iters": args.iters,
                   "rounds": args.rounds, "llama": llama}
         jobs = {"malloc_trim": f"stream {args.llama}", "blas_limiter": "1536x384 prox+sparsegpt",
+                "serial_small": "lasso path 50x15",
                 "cuda24": f"prox24 {args.size}x{args.size} CUDA"}
         print(f"[mechanisms] {_cpu()}, size {args.size}, prox iterations "
               f"{args.iters or 'all'}, {args.rounds} rounds", flush=True)

@@ -18,7 +18,7 @@ import scipy.linalg
 from numba import njit, prange
 
 from .backend import as_numpy, kernel, namespace, numpy_dtype, numpy_path, register_kernel
-from .threads import one_blas_thread
+from .threads import PASS_MIN_ENTRIES, one_blas_thread, parallel_kernel
 from .validation import check_choice, check_int, check_real, check_square
 
 __all__ = ["lambda_max", "top_eigenpairs", "spectral_norm", "gram_lambda_max", "frob_inner",
@@ -241,7 +241,7 @@ def woodbury_solve(X, cf, delta: float, g) -> np.ndarray:
 _SYM_TILE = 64
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _symmetry_pass(H, maxima):
     """(the number of entries H[i, j] != H[j, i] with i >= j (NaN counts: it equals
     nothing), max |H_ij|, max |H_ij - H_ji| (the difference rounded to H's dtype; both 0
@@ -281,7 +281,7 @@ def _symmetry_pass(H, maxima):
     return counts.sum(), largest.max(), asym.max()
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _symmetrize_tiles(A):
     """A <- (A + A') / 2 in place for a square float64 A: each mirrored pair once, as
     ``0.5 * (a_ij + a_ji)`` into both entries (the bits of its twin

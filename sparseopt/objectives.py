@@ -28,11 +28,12 @@ from abc import ABC, abstractmethod
 
 import array_api_compat
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .backend import device, is_numpy, namespace, numpy_dtype, row_blocks, zero
 from .linalg import (_symmetry_pass, gram_lambda_max, spectral_norm, sum_in_order,
                      symmetrize_in_place)
+from .threads import PASS_MIN_ENTRIES, parallel_kernel
 from .validation import FLOAT_DTYPES, check_finite, check_out, check_real
 from .validation import check_psd as _check_psd
 
@@ -122,7 +123,7 @@ def _loss_and_step(DX, D, Y, step, G):
     return _fused_loss_pass(DX, D, G, Y, DX.dtype.type(step), True)
 
 
-@njit(cache=True, fastmath={"reassoc"}, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES, fastmath={"reassoc"})
 def _fused_loss_pass(DX, D, G, Y, step, descend):
     """The pass of :func:`_loss_and_gradient` (``descend`` False: G <- 2 DX) and
     :func:`_loss_and_step` (True: G <- Y - step 2 DX, ``step`` of the arrays' dtype).
@@ -150,7 +151,7 @@ def _fused_loss_pass(DX, D, G, Y, step, descend):
     return sum_in_order(rows)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _difference_rows(W, W_star, out):
     """out = W - W* on 2-D arrays of one dtype, rows split over the Numba threads; twin:
     ``np.subtract(W, W_star, out=out)``, the same bits (one IEEE subtraction per entry).

@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from .backend import (as_numpy, device, from_numpy, is_numpy, namespace, numpy_path,
                       row_blocks, zero)
+from .threads import PASS_MIN_ENTRIES, parallel_kernel
 from .validation import check_finite, check_int
 
 __all__ = ["NM", "TopK", "check_finite"]
@@ -83,7 +84,7 @@ def group_rank(g, i, t):
     return rank
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _nm_mask_groups(g, n, out):
     """``out[i, t] = rank of g[i, t] < n`` for every group (row) of ``g`` (G, m). O(m^2) per
     group, no sort, no temporaries; NumPy twin: ``_keep_largest(abs(g), n)``."""
@@ -92,7 +93,7 @@ def _nm_mask_groups(g, n, out):
             out[i, t] = group_rank(g, i, t) < n
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _nm_project_groups(g, n, out):
     """``out = g`` where the rank is < n, else +0.0: the projection in the same pass (cheaper
     than the mask and ``np.where``); twin: ``where(_keep_largest(abs(g), n), g, 0)``."""
@@ -101,7 +102,7 @@ def _nm_project_groups(g, n, out):
             out[i, t] = g[i, t] if group_rank(g, i, t) < n else 0.0
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _nm_count_satisfied(g, n):
     """How many groups (rows) of ``g`` have at most ``n`` nonzeros."""
     total = 0

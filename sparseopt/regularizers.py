@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import njit, prange
+from numba import prange
 
 from .backend import device, is_numpy, kernel, namespace, numpy_path, register_kernel, zero
 from .patterns import NM, group_rank
+from .threads import PASS_MIN_ENTRIES, parallel_kernel
 from .validation import check_choice, check_float_array, check_nm, check_out, check_real
 
 __all__ = ["elementary_symmetric", "r_nm", "r_nm_groups", "r_nm_grad", "prox_objective",
@@ -151,7 +152,7 @@ def _hard(v, c, xp):
     return xp.where(xp.abs(v) > float(np.sqrt(2.0 * c)), v, zero(v))
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _tail_prox_groups(g, n, kind, c, out):
     """The prox of ``c R`` on every row of ``g`` (G, m) into ``out``: entries of rank >= n
     (rank = larger magnitudes, or equal ones at a smaller index, before it) get the scalar

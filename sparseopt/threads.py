@@ -1,8 +1,9 @@
 """Thread settings: :func:`set_idle_thread_env` (how long idle BLAS and OpenMP threads
-spin, set by the ``sparseopt`` command before NumPy loads), and the thread limits for small
+spin, set by the ``sparseopt`` command before NumPy loads), the thread limits for small
 problems, :func:`one_thread` (Numba and BLAS) and :func:`one_blas_thread` (BLAS only), the
 one mechanism every limit of the package goes through (``sparseopt.linalg.small_lapack``
-uses the second).
+uses the second), and :func:`parallel_kernel`, the decorator of every parallel Numba kernel
+(small calls run its serial compilation).
 
 This module imports neither NumPy nor Numba at import time, so that
 :func:`set_idle_thread_env` can run before they load.
@@ -15,11 +16,15 @@ oversubscribed thread pools on a shared machine cost many times the work.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
+import types
 
-__all__ = ["one_thread", "one_blas_thread", "set_idle_thread_env", "IDLE_THREAD_ENV"]
+__all__ = ["one_thread", "one_blas_thread", "set_idle_thread_env", "IDLE_THREAD_ENV",
+           "parallel_kernel", "PARALLEL_KERNELS", "PASS_MIN_ENTRIES",
+           "GROUP_SOLVE_MIN_ENTRIES"]
 
 #: What :func:`set_idle_thread_env` sets. ``OPENBLAS_THREAD_TIMEOUT=4``: OpenBLAS's idle
 #: threads sleep after 2^4 cycles instead of spinning 2^28 cycles after every call on a core
@@ -119,3 +124,55 @@ def one_thread():
             yield
         finally:
             numba.set_num_threads(before)
+
+
+#: ``min_entries`` of :func:`parallel_kernel` for a pass of a few operations per entry (an
+#: update, a sum, a count): below 2^16 entries (512 KiB of float64) the pass runs from the
+#: cache in microseconds and a second thread cannot pay for its wake-up.
+PASS_MIN_ENTRIES = 1 << 16
+#: ``min_entries`` for a kernel that solves each group (the exact N:M prox: tens of
+#: operations per entry and iteration): 256 groups of 4.
+GROUP_SOLVE_MIN_ENTRIES = 1 << 10
+
+#: Every kernel made by :func:`parallel_kernel`, by name (the tests compare the two
+#: compilations of each).
+PARALLEL_KERNELS = {}
+
+
+def parallel_kernel(min_entries, **options):
+    """Compile a kernel whose loop is a ``prange`` twice: ``njit(parallel=True)`` for calls
+    whose first argument (the array the loop runs over) has at least ``min_entries``
+    entries, and serially (the ``prange`` runs as ``range``) for smaller ones.
+
+    Why: a parallel kernel wakes the Numba threads at every call, about 10 us on an idle
+    machine and 0.1-1 ms on a loaded one (the threads wait for a core), while a small call's
+    work is a microsecond: the prox-gradient loop of a 15-coefficient problem makes three
+    such calls per iteration. The two compilations run the same loop body and write the
+    same bits; the kernels' float sums are row sums added in order, so neither depends on
+    the number of threads, and the two agree to rounding (``tests/test_threads.py``
+    compares them). ``options`` (``fastmath={"reassoc"}``: a row sum the compiler may
+    vectorise) go to the parallel compilation only: the serial one sums in plain order,
+    since under ``reassoc`` the vectorised order of a small loop depends on whether its
+    output overlaps an input (a run-time check), and a small call gains nothing from it.
+    Both are cached (the serial one under the qualified name ``<name>_serial``). The result is a Python function with the attributes ``parallel``,
+    ``serial`` and ``min_entries``; it cannot be called from another Numba function.
+    """
+    from numba import njit
+
+    def wrap(f):
+        parallel = njit(cache=True, parallel=True, **options)(f)
+        twin = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,
+                                  f.__closure__)
+        twin.__qualname__ = f.__qualname__ + "_serial"  # Numba names the cache file by it
+        serial = njit(cache=True)(twin)
+
+        @functools.wraps(f)
+        def kernel(*args):
+            run = kernel.parallel if args[0].size >= kernel.min_entries else kernel.serial
+            return run(*args)
+
+        kernel.parallel, kernel.serial, kernel.min_entries = parallel, serial, min_entries
+        PARALLEL_KERNELS[f"{f.__module__}.{f.__qualname__}"] = kernel
+        return kernel
+
+    return wrap

@@ -10,9 +10,10 @@ import math
 import numbers
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .backend import kernel, namespace, row_blocks
+from .threads import PASS_MIN_ENTRIES, parallel_kernel
 
 __all__ = ["check_finite", "check_real", "check_int", "check_float_array", "check_nm",
            "check_square", "psd_tolerance", "check_psd", "FLOAT_DTYPES"]
@@ -32,7 +33,7 @@ def _dtype_name(dtype) -> str:
 _FINITE_MAX = float(np.finfo(np.float64).max)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _count_nonfinite(x):
     """How many entries of the 1-D float array ``x`` are NaN or +-Inf; twin:
     ``x.size - np.isfinite(x).sum()``. One pass on both threads, no temporary."""

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 _KEYS = ("OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
@@ -183,3 +184,79 @@ def test_one_thread_and_small_lapack_share_one_limit():
     assert inside_numba == 1 and numba.get_num_threads() == numba_before
     assert between == dict.fromkeys(outer, 1)
     assert after == after_raise == outer
+
+
+def _workload(rng):
+    """Public calls that between them reach every kernel of ``parallel_kernel``, on small
+    float64 and float32 problems."""
+    from sparseopt import NM
+    from sparseopt.layer.prox import prox_prune
+    from sparseopt.layer.loss import masked_gd
+    from sparseopt.linalg import is_symmetric, symmetrize_in_place
+    from sparseopt.objectives import LayerLoss, LeastSquares
+    from sparseopt.prox.alm import enum_alm_rows
+    from sparseopt.prox.pgd import enum_pgd_sorted
+    from sparseopt.regularizers import L1, R1, tail_prox
+    from sparseopt.solvers.proxgrad import Schedule, proximal_gradient
+
+    for dtype in (np.float64, np.float32):
+        A = rng.standard_normal((24, 64)).astype(dtype)
+        H = (A @ A.T / 64).astype(dtype)
+        W = rng.standard_normal((6, 24)).astype(dtype)
+        prox_prune(W, H, NM(2, 4))  # check_finite, the 2:4 prox, the fused loss, the steps
+        mask = NM(2, 4).mask(W)
+        masked_gd(W * mask, W, H, mask, steps=3)
+        NM(2, 4).project(W), NM(2, 4).satisfied_fraction(W * mask)
+        f = LayerLoss(W, H)
+        proximal_gradient(f, R1(0.1), Schedule(0.5 / f.lipschitz()), x0=W,
+                          max_iter=5, momentum="fista", progress=False)
+        tail_prox(W, 2, 4, 1, 0.1)
+        X = rng.standard_normal((30, 12)).astype(dtype)
+        f = LeastSquares(X, X[:, 0] + 0.1)
+        proximal_gradient(f, L1(0.1), Schedule(0.5 / f.lipschitz()), x0=np.zeros(12, dtype),
+                          max_iter=5, momentum="fista", progress=False)
+    is_symmetric(H.astype(np.float64)), symmetrize_in_place(A[:, :24].astype(np.float64))
+    enum_alm_rows(rng.standard_normal((30, 6)), 0.3, 2, 1e-12, 1000)  # N:M, not 2:4
+    enum_pgd_sorted(-np.sort(-np.abs(rng.standard_normal((30, 4))), axis=1), 0.3)
+
+
+def test_serial_and_parallel_compilations_agree(monkeypatch):
+    """Each kernel of sparseopt.threads.parallel_kernel, on the arguments a workload of the
+    public API gave it: the parallel and the serial compilation leave the same bits in every
+    array argument and return the same value (a float sum of a ``reassoc`` kernel: to
+    rounding, each compilation vectorises its row loop its own way). Fails if a kernel's
+    result depends on the number of threads (a float sum over prange, a race), or if the
+    workload misses a kernel."""
+    import copy
+    import importlib
+    import pkgutil
+
+    import sparseopt
+    from sparseopt.threads import PARALLEL_KERNELS
+
+    for module in pkgutil.walk_packages(sparseopt.__path__, "sparseopt."):
+        importlib.import_module(module.name)  # every kernel registered
+
+    calls = {}
+    for name, kernel in PARALLEL_KERNELS.items():
+        for attr in ("serial", "parallel"):
+            def record(*args, _run=getattr(kernel, attr), _name=name):
+                calls.setdefault(_name, []).append(copy.deepcopy(args))
+                return _run(*args)
+            monkeypatch.setattr(kernel, attr, record)
+    _workload(np.random.default_rng(0))
+    monkeypatch.undo()
+    missing = sorted(set(PARALLEL_KERNELS) - set(calls))
+    assert not missing, f"the workload misses {missing}"
+    for name, recorded in calls.items():
+        kernel = PARALLEL_KERNELS[name]
+        for args in recorded[:3]:
+            a, b = copy.deepcopy(args), copy.deepcopy(args)
+            got = kernel.parallel(*a), kernel.serial(*b)
+            if isinstance(got[0], float):
+                assert got[0] == pytest.approx(got[1], rel=1e-14, abs=0), name
+            else:
+                np.testing.assert_equal(got[0], got[1], err_msg=name)
+            for x, y in zip(a, b):
+                if isinstance(x, np.ndarray):
+                    np.testing.assert_array_equal(x, y, err_msg=name)

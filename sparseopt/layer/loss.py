@@ -8,11 +8,12 @@ the per-row Hessian is 2H, so the gradient is Lipschitz with constant 2 gamma_ma
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ..backend import namespace, row_blocks, zero
 from ..linalg import frob_inner, is_symmetric, lambda_max, sum_in_order, symmetrize_in_place
 from ..patterns import NM, TopK
+from ..threads import PASS_MIN_ENTRIES, parallel_kernel
 from ..validation import check_finite, check_float_array, check_int, check_psd, check_real, \
     check_square, check_bool
 
@@ -139,7 +140,7 @@ def base_loss(W_star, H) -> float:
     return _trace_quadratic(W_star, H)
 
 
-@njit(cache=True, fastmath={"reassoc"}, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES, fastmath={"reassoc"})
 def _masked_step_rows(R, GS, W, W_star, mask, c, record):
     """One step of eq. 5 after the product R = W H, in one pass over the rows: r = R - W* H,
     the loss sum float64(r) (W - W*) when ``record`` (else 0), then W <- W - (r m) c with

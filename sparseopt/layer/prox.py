@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ..backend import device, namespace, zero
 from ..linalg import frob_inner, symmetrize_in_place, top_eigenpairs
 from ..patterns import NM
 from ..regularizers import REGULARIZERS, RNM
 from ..solvers.proxgrad import Schedule, proximal_gradient
+from ..threads import PASS_MIN_ENTRIES, parallel_kernel
 from ..validation import _dtype_name, check_choice, check_int, check_real
 from .loss import gamma_max
 from .registry import register
@@ -134,7 +135,7 @@ def rescale_wanda(W_star, H):
     return W_star * xp.astype(s[None, :], W_star.dtype), H_tilde, s
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _divide_outer(H, s, out):
     """out_ij = H_ij / (s_i s_j), rows over the Numba threads: the product rounded, then the
     quotient, as NumPy rounds ``H / (s[:, None] * s[None, :])`` (its twin)."""

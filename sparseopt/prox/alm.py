@@ -64,6 +64,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..simd import inline_in_llvm
+from ..threads import GROUP_SOLVE_MIN_ENTRIES, parallel_kernel
 from ..validation import _FINITE_MAX, check_finite, check_real  # |v| <= _FINITE_MAX: finite
 
 __all__ = ["enum_alm_rows", "enum_alm_sorted", "enum_alm_numpy", "alm_trace", "default_tol",
@@ -453,7 +454,7 @@ def _solve_chunk(y, start, stop, presorted, lam, n, tol, max_iter, out, sweeps, 
 _CHUNK = 256
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(GROUP_SOLVE_MIN_ENTRIES)
 def _enum_alm_groups(y, presorted, lam, n, tol, max_iter, out, sweeps, maxed):
     """Parallel driver: chunks of groups over threads (prange), each solved by _solve_chunk."""
     G = y.shape[0]
@@ -1521,7 +1522,7 @@ def _run_groups_one_by_one(y, lam, tol, max_iter, out, sweeps, maxed, cuts, scre
     return nonfinite
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(GROUP_SOLVE_MIN_ENTRIES)
 def _enum_alm_groups24(y, lam, tol, max_iter, out, sweeps, maxed, cuts, screen):
     """Parallel driver of the 2:4 kernel (prange over blocks of _BLOCK chunks of groups);
     returns the number of groups with NaN or Inf (their rows of ``out`` are meaningless).

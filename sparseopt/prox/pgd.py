@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..threads import GROUP_SOLVE_MIN_ENTRIES, parallel_kernel
 from ..validation import check_int
 from .ipm import _validate_sorted
 
@@ -117,7 +118,7 @@ def _pgd_run(z, lam, k, tol_abs, max_iter, w, track_psd):
     return max_iter, STOP_MAX_ITER, left
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(GROUP_SOLVE_MIN_ENTRIES)
 def _enum_pgd_kernel(z, lam, tol, max_iter, track_psd, out, n_iter, stop, left, winner):
     """EnumPGD on every row of z (float64, sorted, >= 0). Candidate runs: column 0 is the
     3-sparse run (k = 3), column 1 the dense run (k = 4, only when m = 4)."""

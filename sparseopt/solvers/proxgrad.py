@@ -8,11 +8,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ..backend import namespace
 from ..linalg import sum_in_order
 from ..regularizers import Regularizer
+from ..threads import PASS_MIN_ENTRIES, parallel_kernel
 from ..validation import check_choice, check_int, check_real
 from ..result import MAX_ITER, SUCCESS
 from .result import SolverResult
@@ -85,7 +86,7 @@ class Schedule:
                 or self.beta_tail is not None)
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES)
 def _gradient_step_rows(y, g, step, out):
     """out = y - step g on 2-D arrays, ``step`` a scalar of their dtype: NumPy's rounding of
     ``y - step * g`` (the product rounded to the dtype, then the difference), in one pass,
@@ -96,7 +97,7 @@ def _gradient_step_rows(y, g, step, out):
             out[i, j] = y[i, j] - step * g[i, j]
 
 
-@njit(cache=True, fastmath={"reassoc"}, parallel=True)
+@parallel_kernel(PASS_MIN_ENTRIES, fastmath={"reassoc"})
 def _extrapolate_rows(y, x_new, x, coef, out):
     """out = x_new + coef (x_new - x) and the restart test sum (y - x_new)(x_new - x) in one
     pass over 2-D arrays, ``coef`` a scalar of their dtype. Every difference, product and
