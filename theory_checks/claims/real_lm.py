@@ -32,7 +32,7 @@ CLAIMS: list[Claim] = [
           check="real_lm_ablations"),
     Claim("liu-table2-lm", "proxsparse-liu", "Table 2, Sec. 4.2",
           "ProxSparse gives a lower perplexity than magnitude pruning, Wanda and SparseGPT at "
-          "2:4 (here: the masks of 32 AdamW steps, the dense weights kept on them, against the "
+          "2:4 (here: the masks of 128 AdamW steps, the dense weights kept on them, against the "
           "one-shot baselines).",
           check="real_lm"),
     Claim("maiht-table1-lm", "maiht-wen", "Table 1, Sec. 4",
