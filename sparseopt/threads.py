@@ -154,8 +154,9 @@ def parallel_kernel(min_entries, **options):
     vectorise) go to the parallel compilation only: the serial one sums in plain order,
     since under ``reassoc`` the vectorised order of a small loop depends on whether its
     output overlaps an input (a run-time check), and a small call gains nothing from it.
-    Both are cached (the serial one under the qualified name ``<name>_serial``). The result is a Python function with the attributes ``parallel``,
-    ``serial`` and ``min_entries``; it cannot be called from another Numba function.
+    Both are cached (the serial one under the qualified name ``<name>_serial``). The result
+    is a Python function with the attributes ``parallel``, ``serial`` and ``min_entries``;
+    it cannot be called from another Numba function.
     """
     from numba import njit
 

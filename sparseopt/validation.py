@@ -47,8 +47,9 @@ def check_finite(x, name: str) -> None:
     """Raise ValueError naming ``name`` if ``x`` holds NaN or Inf.
 
     A float32 / float64 NumPy array stored in one block (C or Fortran order) is tested by a
-    Numba pass over its entries (:func:`_count_nonfinite`, on both cores: 2-3x faster than
-    NumPy's sum; the prox-gradient loop checks its prox input at every iteration).
+    Numba pass over its entries (:func:`_count_nonfinite`, on both cores from
+    ``PASS_MIN_ENTRIES`` entries: 2-3x faster than NumPy's sum; the prox-gradient loop
+    checks its prox input at every iteration).
 
     Other arrays and tensors: the sum of ``x`` is finite only if every entry is (NaN and Inf
     propagate through a sum), and a sum needs no temporary, where ``isfinite`` of an LLM
