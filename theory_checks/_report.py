@@ -54,3 +54,15 @@ def take_claims() -> dict:
     out = dict(_RECORDED)
     _RECORDED.clear()
     return out
+
+
+#: The claim ids a restricted run computes (set by ``theory_checks._testing.run_quick(...,
+#: only=...)``); None: no restriction, every claim (``python -m theory_checks``).
+_ONLY = None
+
+
+def wanted(*claim_ids: str) -> bool:
+    """True when no restriction is active or any of ``claim_ids`` is wanted: a check skips
+    the sections whose claims are not wanted, and its plot (``wanted()``) in a restricted
+    run."""
+    return _ONLY is None or any(cid in _ONLY for cid in claim_ids)

@@ -10,21 +10,26 @@ from __future__ import annotations
 
 import importlib
 
+from theory_checks import _report
 from theory_checks._report import take_claims
 from theory_checks.claims import missing_claims, timed_claims
 
 
-def run_quick(name: str, out_dir) -> tuple[bool, dict]:
+def run_quick(name: str, out_dir, only=None) -> tuple[bool, dict]:
     """Run check ``name`` in quick mode, single-threaded; return (its verdict, {claim id:
-    (figure, passed)} as it recorded them)."""
+    (figure, passed)} as it recorded them). ``only``: an iterable of claim ids; the check
+    then computes only the sections those claims need and saves no plot (a mutation test
+    that needs one claim to fail)."""
     from sparseopt.threads import one_thread
 
     module = importlib.import_module(f"theory_checks.check_{name}")
     take_claims()
+    _report._ONLY = None if only is None else frozenset(only)
     try:
         with one_thread():
             ok = module.run(str(out_dir), quick=True)
     finally:
+        _report._ONLY = None
         got = take_claims()
     return ok, got
 
