@@ -413,8 +413,15 @@ def test_psd_tolerance_scales_with_the_precision_of_H():
     for d, r in ((4096, 4096), (2048, 1024)):
         X = rng.standard_normal((d, r), dtype=np.float32)
         H32 = X @ X.T / np.float32(r)
-        gmin = float(np.linalg.eigvalsh(H32.astype(np.float64))[0])
-        assert -gmin < psd_tolerance(H32)  # within the float32 tolerance, with room
+        H64 = H32.astype(np.float64)
+        if d == r:
+            # gamma_min > -psd_tolerance(H32): H + tol I has a float64 Cholesky factor (its
+            # rounding, ~d eps64 |H|, is 1e-9 of tol); a 4096 x 4096 eigvalsh costs 6x as much
+            H64[np.diag_indices(d)] += psd_tolerance(H32)
+            np.linalg.cholesky(H64)  # raises LinAlgError when not positive definite
+        else:
+            gmin = float(np.linalg.eigvalsh(H64)[0])
+            assert -gmin < psd_tolerance(H32)  # within the float32 tolerance, with room
         W = rng.standard_normal((4, d)).astype(np.float32)
         res = prune(W, H32, method="magnitude")
         assert NM(2, 4).satisfied(res.W)
