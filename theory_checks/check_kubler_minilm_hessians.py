@@ -140,9 +140,10 @@ def run(out_dir, quick=False):
                    f"{sum(seq_lower)}/{len(seq_lower)} comparisons (< all)",
                    worst_e2e <= MAX_E2E and not all(seq_lower))
     ok = ok_local and ok_e2e and control
+    detail = (f"per-layer change <= {worst_layer:.3f}, summed <= {worst_sum:.3f}, end-to-end "
+              f"<= {worst_e2e:.3f}, control {control}")
     if not wanted():  # a restricted run (a test's): no plot
-        return verdict(NAME, ok, f"per-layer change <= {worst_layer:.3f}, summed <= "
-                                 f"{worst_sum:.3f}, end-to-end <= {worst_e2e:.3f}, control {control}")
+        return verdict(NAME, ok, detail)
 
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(names)), 4))
     x = np.arange(len(names))
@@ -160,5 +161,4 @@ def run(out_dir, quick=False):
                  f"end-to-end change <= {worst_e2e:.1%}", fontsize=9)
     ax.legend(fontsize=7)
     savefig(fig, out_dir, f"{NAME}.png")
-    return verdict(NAME, ok, f"per-layer change <= {worst_layer:.3f}, summed <= {worst_sum:.3f}, "
-                             f"end-to-end <= {worst_e2e:.3f}, control {control}")
+    return verdict(NAME, ok, detail)
