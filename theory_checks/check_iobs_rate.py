@@ -118,7 +118,7 @@ def run(out_dir, quick: bool = False) -> bool:
             runs["topk_iobs"].append(errors(
                 lambda x: topk_iobs(f, pattern=TopK(k), x0=x, max_iter=1, tol=0.0).x, x0, theta_star, T))
             runs["iobs"].append(errors(exact, x0, theta_star, T))
-            if wanted():  # k-IHT is printed for contrast only: no claim of a restricted run
+            if wanted():  # k-IHT: a contrast, printed; no claim rests on it
                 runs["iht"].append(errors(
                     lambda x: iht(f, pattern=TopK(k), x0=x, step=step_iht, max_iter=1, tol=0.0).x,
                     x0, theta_star, T))
