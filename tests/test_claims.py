@@ -128,3 +128,18 @@ def test_every_paper_notes_item_is_a_claim_row_with_its_status():
     assert len(items) >= 15
     for item in items:
         assert re.search(r"`(?:kubler|liu|maiht|iobs)-[a-z0-9-]+`", item), f"no claim row: {item[:80]}"
+
+
+def test_a_restricted_run_asks_for_registered_claims_and_ends(monkeypatch, tmp_path):
+    """``run_quick(..., only=ids)`` (mutation tests): ``wanted`` is True for a part recording a
+    wanted claim, and for every part outside a restricted run; an id the check does not
+    record is refused before the check runs."""
+    from theory_checks import _report
+    from theory_checks._testing import run_quick
+
+    with pytest.raises(ValueError, match="records no claim"):
+        run_quick("scale_covariance", tmp_path, only=["liu-table1-pgd"])
+    assert _report._ONLY is None and _report.wanted() and _report.wanted("liu-table1-pgd")
+    monkeypatch.setattr(_report, "_ONLY", frozenset({"liu-table1-pgd"}))
+    assert _report.wanted("liu-table1-runtime", "liu-table1-pgd")
+    assert not _report.wanted("liu-table1-runtime") and not _report.wanted()

@@ -5,26 +5,13 @@ import sys
 
 import pytest
 
-from sparseopt.threads import one_thread
-from theory_checks._report import take_claims
+from theory_checks._testing import run_quick
 from theory_checks.claims import missing_claims
-
-
-def _run(tmp_path):
-    from theory_checks.check_liu_proxsparse import run
-
-    take_claims()
-    try:
-        with one_thread():
-            ok = run(str(tmp_path), quick=True)
-    finally:
-        got = take_claims()
-    return ok, got
 
 
 def test_liu_proxsparse_passes_quick(tmp_path, capsys):
     pytest.importorskip("torch")
-    ok, got = _run(tmp_path)
+    ok, got = run_quick("liu_proxsparse", tmp_path)
     assert ok is True
     assert got and missing_claims("liu_proxsparse", got) == []
     assert all(passed for _, passed in got.values()), got
@@ -47,7 +34,7 @@ def test_liu_proxsparse_fails_when_the_adapter_prox_is_at_2_lam(monkeypatch, tmp
         return lambda Y, lam: prox(Y, 2.0 * lam)
 
     monkeypatch.setattr(mod, "_prox_function", broken)
-    ok, got = _run(tmp_path)
+    ok, got = run_quick("liu_proxsparse", tmp_path, only=["liu-prop7"])  # the Prop. 7 runs only
     assert ok is False
     assert got["liu-prop7"][1] is False
 
@@ -64,7 +51,7 @@ def test_liu_proxsparse_fails_when_lambda_1_is_ignored(monkeypatch, tmp_path):
     orig = mod.proxsparse
     monkeypatch.setattr(mod, "proxsparse", lambda model, batches, loss, settings, **kw:
                         orig(model, batches, loss, dataclasses.replace(settings, lam1=0.3), **kw))
-    ok, got = _run(tmp_path)
+    ok, got = run_quick("liu_proxsparse", tmp_path, only=["liu-fig1-commit", "liu-table4-large"])
     assert ok is False
     assert got["liu-fig1-commit"][1] is False
     assert got["liu-table4-large"][1] is False

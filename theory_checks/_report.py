@@ -1,4 +1,12 @@
-"""Shared printing and plotting for the theory checks."""
+"""Shared printing and plotting for the theory checks.
+
+A run may be restricted to some claim ids (a mutation test needs only the part of a check
+that records the claim its break hits): ``theory_checks._testing.run_quick(name, out_dir,
+only=ids)`` sets the restriction for the duration of the run. A check asks
+``wanted(*claim_ids)`` before each part and skips a part none of whose claims is wanted, and
+draws its plot only under ``wanted()`` (no ids: True only without a restriction). Without
+one (``python -m theory_checks``, the quick PASS tests) every part runs.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +45,16 @@ def savefig(fig, out_dir: str, filename: str) -> str:
     return path
 
 
+#: The claim ids a restricted run records (None: no restriction); set by ``_testing.run_quick``.
+_ONLY: frozenset | None = None
+
+
+def wanted(*claim_ids: str) -> bool:
+    """True when no restriction is active or any of ``claim_ids`` is wanted (``wanted()``:
+    no restriction is active)."""
+    return _ONLY is None or any(cid in _ONLY for cid in claim_ids)
+
+
 #: claim id -> (figure, passed) recorded by :func:`claim` since the last :func:`take_claims`.
 _RECORDED: dict = {}
 
@@ -55,14 +73,3 @@ def take_claims() -> dict:
     _RECORDED.clear()
     return out
 
-
-#: The claim ids a restricted run computes (set by ``theory_checks._testing.run_quick(...,
-#: only=...)``); None: no restriction, every claim (``python -m theory_checks``).
-_ONLY = None
-
-
-def wanted(*claim_ids: str) -> bool:
-    """True when no restriction is active or any of ``claim_ids`` is wanted: a check skips
-    the sections whose claims are not wanted, and its plot (``wanted()``) in a restricted
-    run."""
-    return _ONLY is None or any(cid in _ONLY for cid in claim_ids)

@@ -4,6 +4,11 @@ A quick run must hold on any machine under any load, so the tests assert every c
 check except those about wall-clock time (``Claim.timed``, e.g. "the closed-form prox is
 >= 2x faster"): their figure and status are printed and recorded, and ``python -m
 theory_checks`` reports them, but a test never asserts them.
+
+A mutation test (a deliberately broken piece, monkeypatched) runs only the part of the check
+that records the claims its break hits: ``run_quick(name, out_dir, only=claim_ids)``; the
+check skips its other parts and its plot (``_report.wanted``), and records the claims of the
+parts it ran. ``assert_quick_run_holds`` is for unrestricted runs only.
 """
 
 from __future__ import annotations
@@ -12,19 +17,23 @@ import importlib
 
 from theory_checks import _report
 from theory_checks._report import take_claims
-from theory_checks.claims import missing_claims, timed_claims
+from theory_checks.claims import all_claims, missing_claims, timed_claims
 
 
 def run_quick(name: str, out_dir, only=None) -> tuple[bool, dict]:
     """Run check ``name`` in quick mode, single-threaded; return (its verdict, {claim id:
-    (figure, passed)} as it recorded them). ``only``: an iterable of claim ids; the check
-    then computes only the sections those claims need and saves no plot (a mutation test
-    that needs one claim to fail)."""
+    (figure, passed)} as it recorded them). ``only``: claim ids of ``name``; the check then
+    runs only the parts that record them (its verdict covers those parts)."""
     from sparseopt.threads import one_thread
 
     module = importlib.import_module(f"theory_checks.check_{name}")
+    if only is not None:
+        only = frozenset(only)
+        stray = sorted(only - {c.id for c in all_claims() if c.check == name})
+        if stray:  # a typo would restrict the run to nothing
+            raise ValueError(f"{name} records no claim {stray}")
     take_claims()
-    _report._ONLY = None if only is None else frozenset(only)
+    _report._ONLY = only
     try:
         with one_thread():
             ok = module.run(str(out_dir), quick=True)

@@ -46,7 +46,7 @@ import copy
 import numpy as np
 
 from .check_liu_proxsparse import one_torch_thread
-from ._report import claim, figure, header, savefig, verdict
+from ._report import claim, figure, header, savefig, verdict, wanted
 
 NAME = "liu_lambda_tables"
 LAM1_BAL, LAM1_SMALL = 0.3, 0.001
@@ -92,57 +92,68 @@ def run(out_dir, quick=False):
     except ImportError as exc:  # ProxSparse lives in the torch adapter
         return verdict(NAME, False, f"needs torch and the sparseopt_torch adapter: {exc}")
     seeds = [0] if quick else [0, 1, 2]
-    with one_torch_thread(torch):
-        t4 = {s: {lam1: learn(torch, s, lam1, 0.0) for lam1 in (LAM1_SMALL, LAM1_BAL)} for s in seeds}
-        t5 = {s: {lam2: learn(torch, s, LAM1_BAL, lam2) for lam2 in LAM2_GRID} for s in seeds}
+    ok4 = ok5 = ok2 = True
+    if wanted("liu-table4-small"):
+        with one_torch_thread(torch):
+            t4 = {s: {lam1: learn(torch, s, lam1, 0.0) for lam1 in (LAM1_SMALL, LAM1_BAL)}
+                  for s in seeds}
+        for s in seeds:
+            figure(f"Table 4 seed {s}", "; ".join(f"lambda_1 = {l:g}: final 2:4 {v[0]:.3f}, "
+                                                  f"pruned loss {v[1]:.4f}"
+                                                  for l, v in t4[s].items()))
+        under = all(t4[s][LAM1_SMALL][0] <= 0.5 and t4[s][LAM1_BAL][0] >= 0.95 for s in seeds)
+        worse = [t4[s][LAM1_SMALL][1] > t4[s][LAM1_BAL][1] for s in seeds]
+        ok4 = claim("liu-table4-small",
+                    f"final 2:4 fraction at lambda_1 = {LAM1_SMALL:g}: max "
+                    f"{max(t4[s][LAM1_SMALL][0] for s in seeds):.3f} (<= 0.5), at {LAM1_BAL:g}: "
+                    f"min {min(t4[s][LAM1_BAL][0] for s in seeds):.3f} (>= 0.95); pruned loss "
+                    f"higher at {LAM1_SMALL:g} on {sum(worse)} of {len(seeds)} seeds (mean "
+                    f"{np.mean([t4[s][LAM1_SMALL][1] for s in seeds]):.4f} vs "
+                    f"{np.mean([t4[s][LAM1_BAL][1] for s in seeds]):.4f})",
+                    under and all(worse))
 
-    for s in seeds:
-        figure(f"Table 4 seed {s}", "; ".join(f"lambda_1 = {l:g}: final 2:4 {v[0]:.3f}, pruned loss "
-                                              f"{v[1]:.4f}" for l, v in t4[s].items()))
-    under = all(t4[s][LAM1_SMALL][0] <= 0.5 and t4[s][LAM1_BAL][0] >= 0.95 for s in seeds)
-    worse = [t4[s][LAM1_SMALL][1] > t4[s][LAM1_BAL][1] for s in seeds]
-    ok4 = claim("liu-table4-small",
-                f"final 2:4 fraction at lambda_1 = {LAM1_SMALL:g}: max {max(t4[s][LAM1_SMALL][0] for s in seeds):.3f} "
-                f"(<= 0.5), at {LAM1_BAL:g}: min {min(t4[s][LAM1_BAL][0] for s in seeds):.3f} (>= 0.95); "
-                f"pruned loss higher at {LAM1_SMALL:g} on {sum(worse)} of {len(seeds)} seeds (mean "
-                f"{np.mean([t4[s][LAM1_SMALL][1] for s in seeds]):.4f} vs "
-                f"{np.mean([t4[s][LAM1_BAL][1] for s in seeds]):.4f})",
-                under and all(worse))
+    if wanted("liu-table5-plateau", "liu-fig2-normgap"):
+        with one_torch_thread(torch):
+            t5 = {s: {lam2: learn(torch, s, LAM1_BAL, lam2) for lam2 in LAM2_GRID} for s in seeds}
+        loss = np.array([[t5[s][l][1] for l in LAM2_GRID] for s in seeds]).mean(axis=0)
+        gap = np.array([[t5[s][l][2] for l in LAM2_GRID] for s in seeds]).mean(axis=0)
+        frac = np.array([[t5[s][l][0] for l in LAM2_GRID] for s in seeds]).min(axis=0)
+        figure("Table 5 (mean over seeds)", ", ".join(f"lambda_2 = {l:g}: pruned loss {v:.4f}, "
+                                                      f"norm gap {g:.3f}, 2:4 {f:.3f}"
+                                                      for l, v, g, f
+                                                      in zip(LAM2_GRID, loss, gap, frac)))
+        idx = [LAM2_GRID.index(l) for l in PLATEAU]
+        spread = float(loss[idx].max() / loss.min() - 1)
+        ok5 = claim("liu-table5-plateau",
+                    f"pruned loss for lambda_2 in {list(PLATEAU)} within {spread:.1%} of the best "
+                    f"over {list(LAM2_GRID)} (the paper: <= {PLATEAU_TOL:.0%}); at 2500 "
+                    f"{loss[-1] / loss.min() - 1:+.1%} (> {PLATEAU_TOL:.0%}: large lambda_2 "
+                    f"degrades)",
+                    spread > PLATEAU_TOL and loss[-1] / loss.min() - 1 > PLATEAU_TOL)
+        small = [i for i, l in enumerate(LAM2_GRID) if l <= GAP_SMALL]
+        change = float(np.max(np.abs(gap[small] / gap[0] - 1)))
+        ok2 = claim("liu-fig2-normgap",
+                    f"relative norm gap {gap[0]:.3f} at lambda_2 = 0; largest change up to "
+                    f"lambda_2 = {GAP_SMALL:g} {change:.1%} (the paper: minimal; > {GAP_TOL:.0%} "
+                    f"here); at 2500 {gap[-1]:.3f} (< half of lambda_2 = 0's: Reg_W0 pulls "
+                    f"towards W0)",
+                    change > GAP_TOL and gap[-1] < 0.5 * gap[0])
 
-    loss = np.array([[t5[s][l][1] for l in LAM2_GRID] for s in seeds]).mean(axis=0)
-    gap = np.array([[t5[s][l][2] for l in LAM2_GRID] for s in seeds]).mean(axis=0)
-    frac = np.array([[t5[s][l][0] for l in LAM2_GRID] for s in seeds]).min(axis=0)
-    figure("Table 5 (mean over seeds)", ", ".join(f"lambda_2 = {l:g}: pruned loss {v:.4f}, norm gap "
-                                                  f"{g:.3f}, 2:4 {f:.3f}"
-                                                  for l, v, g, f in zip(LAM2_GRID, loss, gap, frac)))
-    idx = [LAM2_GRID.index(l) for l in PLATEAU]
-    spread = float(loss[idx].max() / loss.min() - 1)
-    ok5 = claim("liu-table5-plateau",
-                f"pruned loss for lambda_2 in {list(PLATEAU)} within {spread:.1%} of the best over "
-                f"{list(LAM2_GRID)} (the paper: <= {PLATEAU_TOL:.0%}); at 2500 "
-                f"{loss[-1] / loss.min() - 1:+.1%} (> {PLATEAU_TOL:.0%}: large lambda_2 degrades)",
-                spread > PLATEAU_TOL and loss[-1] / loss.min() - 1 > PLATEAU_TOL)
-    small = [i for i, l in enumerate(LAM2_GRID) if l <= GAP_SMALL]
-    change = float(np.max(np.abs(gap[small] / gap[0] - 1)))
-    ok2 = claim("liu-fig2-normgap",
-                f"relative norm gap {gap[0]:.3f} at lambda_2 = 0; largest change up to lambda_2 = "
-                f"{GAP_SMALL:g} {change:.1%} (the paper: minimal; > {GAP_TOL:.0%} here); at 2500 "
-                f"{gap[-1]:.3f} (< half of lambda_2 = 0's: Reg_W0 pulls towards W0)",
-                change > GAP_TOL and gap[-1] < 0.5 * gap[0])
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    xs = np.array(LAM2_GRID) + 0.1
-    axes[0].semilogx(xs, loss, "o-")
-    axes[0].set_xlabel("lambda_2 (+0.1)")
-    axes[0].set_ylabel("pruned loss L(W0 * M)")
-    axes[0].set_title("Table 5: lambda_2 plateau (tiny MLP)", fontsize=9)
-    axes[1].semilogx(xs, gap, "o-")
-    axes[1].set_xlabel("lambda_2 (+0.1)")
-    axes[1].set_ylabel("||(W - W0) * M|| / ||W0 * M||")
-    axes[1].set_title("Fig. 2: relative norm gap", fontsize=9)
-    savefig(fig, out_dir, f"{NAME}.png")
-    return verdict(NAME, ok4 and ok5 and ok2, f"Table 4 small side {ok4}, Table 5 plateau deviates as "
-                                              f"recorded {ok5}, Fig. 2 norm gap deviates as recorded {ok2}")
+        if wanted():  # the plot: unrestricted runs only
+            fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+            xs = np.array(LAM2_GRID) + 0.1
+            axes[0].semilogx(xs, loss, "o-")
+            axes[0].set_xlabel("lambda_2 (+0.1)")
+            axes[0].set_ylabel("pruned loss L(W0 * M)")
+            axes[0].set_title("Table 5: lambda_2 plateau (tiny MLP)", fontsize=9)
+            axes[1].semilogx(xs, gap, "o-")
+            axes[1].set_xlabel("lambda_2 (+0.1)")
+            axes[1].set_ylabel("||(W - W0) * M|| / ||W0 * M||")
+            axes[1].set_title("Fig. 2: relative norm gap", fontsize=9)
+            savefig(fig, out_dir, f"{NAME}.png")
+    return verdict(NAME, ok4 and ok5 and ok2, f"Table 4 small side {ok4}, Table 5 plateau "
+                                              f"deviates as recorded {ok5}, Fig. 2 norm gap "
+                                              f"deviates as recorded {ok2}")
 
 
 if __name__ == "__main__":
