@@ -23,7 +23,7 @@ test: $(STAMP)
 	SPARSEOPT_REQUIRE_TORCH=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --durations=20
 
 checks: $(STAMP)
-	$(BIN)/python -m theory_checks
+	$(BIN)/python -m theory_checks --jobs 2
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/prox.py

@@ -143,3 +143,38 @@ def test_a_restricted_run_asks_for_registered_claims_and_ends(monkeypatch, tmp_p
     monkeypatch.setattr(_report, "_ONLY", frozenset({"liu-table1-pgd"}))
     assert _report.wanted("liu-table1-runtime", "liu-table1-pgd")
     assert not _report.wanted("liu-table1-runtime") and not _report.wanted()
+
+
+def test_jobs_runs_checks_in_workers_and_timed_checks_alone(capsys):
+    """--jobs 2: every named check runs and prints its verdict whole, its claims come back
+    with the verdicts a serial run records, and the timed check runs after the others. Fails
+    if a worker's output or claims were lost or a timed check ran among the workers."""
+    from theory_checks.__main__ import main, run_checks
+
+    names = ["layer_toy", "iobs_stochastic", "maiht_time"]  # maiht_time: timed
+    results, records = run_checks(names, "theory_checks/out", quick=True, jobs=2)
+    out = capsys.readouterr().out
+    assert results == dict.fromkeys(names, True)
+    for name in names:
+        assert f"PASS: {name}" in out and f"({name}: " in out
+    assert out.index("PASS: maiht_time") > max(out.index("PASS: layer_toy"),
+                                               out.index("PASS: iobs_stochastic"))
+    serial = run_checks(names[:2], "theory_checks/out", quick=True)[1]
+    registered = {c.id for c in all_claims() if c.check in names}
+    assert set(records) == registered
+    assert {cid: rec[::2] for cid, rec in serial.items()} == {
+        cid: rec[::2] for cid, rec in records.items() if rec[0] in names[:2]}
+    with pytest.raises(SystemExit):
+        main(["layer_toy", "--jobs", "0"])
+
+
+def test_longest_first_orders_by_the_last_claims_run():
+    """The order of --jobs: checks without a recorded time first, then the recorded ones by
+    decreasing seconds (theory_checks/seconds.json, written by --claims runs)."""
+    from theory_checks.__main__ import available, load_seconds, longest_first
+
+    seconds = load_seconds()
+    assert set(seconds) <= set(available())
+    order = longest_first(sorted(seconds) + ["not_timed_yet"])
+    assert order[0] == "not_timed_yet"
+    assert [seconds[n] for n in order[1:]] == sorted(seconds.values(), reverse=True)
