@@ -147,18 +147,20 @@ def test_a_restricted_run_asks_for_registered_claims_and_ends(monkeypatch, tmp_p
 
 def test_jobs_runs_checks_in_workers_and_timed_checks_alone(capsys):
     """--jobs 2: every named check runs and prints its verdict whole, its claims come back
-    with the verdicts a serial run records, and the timed check runs after the others. Fails
-    if a worker's output or claims were lost or a timed check ran among the workers."""
-    from theory_checks.__main__ import main, run_checks
+    with the verdicts a serial run records, and the timed check runs after the others (its
+    verdict is a speed ratio under this machine's load: not asserted). Fails if a worker's
+    output or claims were lost or a timed check ran among the workers."""
+    from theory_checks.__main__ import main
+    from theory_checks._run import run_checks
 
     names = ["layer_toy", "iobs_stochastic", "maiht_time"]  # maiht_time: timed
     results, records = run_checks(names, "theory_checks/out", quick=True, jobs=2)
     out = capsys.readouterr().out
-    assert results == dict.fromkeys(names, True)
-    for name in names:
-        assert f"PASS: {name}" in out and f"({name}: " in out
-    assert out.index("PASS: maiht_time") > max(out.index("PASS: layer_toy"),
-                                               out.index("PASS: iobs_stochastic"))
+    assert set(results) == set(names) and results["layer_toy"] and results["iobs_stochastic"]
+    for name in names[:2]:
+        assert f"PASS: {name}" in out
+    assert out.index("=== maiht_time ===") > max(out.index("(layer_toy: "),
+                                                 out.index("(iobs_stochastic: "))
     serial = run_checks(names[:2], "theory_checks/out", quick=True)[1]
     registered = {c.id for c in all_claims() if c.check in names}
     assert set(records) == registered
@@ -171,10 +173,26 @@ def test_jobs_runs_checks_in_workers_and_timed_checks_alone(capsys):
 def test_longest_first_orders_by_the_last_claims_run():
     """The order of --jobs: checks without a recorded time first, then the recorded ones by
     decreasing seconds (theory_checks/seconds.json, written by --claims runs)."""
-    from theory_checks.__main__ import available, load_seconds, longest_first
+    from theory_checks.__main__ import available
+    from theory_checks._run import load_seconds, longest_first
 
     seconds = load_seconds()
     assert set(seconds) <= set(available())
     order = longest_first(sorted(seconds) + ["not_timed_yet"])
     assert order[0] == "not_timed_yet"
     assert [seconds[n] for n in order[1:]] == sorted(seconds.values(), reverse=True)
+
+
+def test_jobs_from_the_command_line(tmp_path):
+    """`python -m theory_checks --jobs 2` (as make checks runs it): the spawned workers import
+    what they run. Fails if the workers need the ``__main__`` of ``-m``, which they cannot
+    import."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "theory_checks", "layer_toy", "maiht_magnitude",
+                           "--quick", "--jobs", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "PASS: layer_toy" in done.stdout and "PASS: maiht_magnitude" in done.stdout
+    assert "2 passed, 0 failed" in done.stdout
