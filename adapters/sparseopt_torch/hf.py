@@ -136,8 +136,8 @@ def resolve_model(model) -> tuple:
     else:
         folder = str(model)
     if not os.path.isdir(folder):
-        raise ValueError(f"model {folder!r} is not a folder (give a Hugging Face model folder "
-                         f"or one of {sorted(PRESETS)})")
+        raise ValueError(f"model {folder!r} is not a folder (give a Hugging Face model folder, "
+                         f"a .gguf file or one of {sorted(PRESETS)})")
     return os.path.abspath(folder), preset
 
 
