@@ -65,7 +65,7 @@ def real(model_dir, calibration, block, n_seq, seq_len):
     from sparseopt_torch.hessians import collect_hessians
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     ids = tok(open(calibration, encoding="utf-8", errors="replace").read(),
               return_tensors="pt")["input_ids"][0]
     batches = [{"input_ids": ids[i * seq_len:(i + 1) * seq_len][None]} for i in range(n_seq)]
