@@ -212,31 +212,3 @@ def test_bad_arguments_raise_naming_them():
         with pytest.raises(ValueError, match="refine_steps"):
             check_refine_steps(bad)
     assert check_refine_steps(np.int64(3)) == 3 and check_refine_steps("exact") == "exact"
-
-
-def test_row_cholesky_in_threads_gives_the_bits_of_one_thread_and_raises_from_a_thread():
-    """The per-row Cholesky solves run over Numba's thread count in Python threads: the
-    result equals the one-thread result bit for bit, and a row without a Cholesky factor
-    raises from inside a thread (a ValueError naming the row, not a lost exception)."""
-    import numba
-
-    from sparseopt.layer.refine import _masked_row_cholesky_numpy as solve
-    from sparseopt.threads import one_thread
-
-    W_star, _, H, mask = _problem(d_out=41, d_in=64, spread=2.0)
-    B = (W_star @ H) * mask
-    with one_thread():
-        assert numba.get_num_threads() == 1
-        one = solve(np.zeros_like(W_star), B, H, mask)
-    threads = min(2, numba.config.NUMBA_NUM_THREADS)
-    before = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        many = solve(np.zeros_like(W_star), B, H, mask)
-        bad = H.copy()
-        bad[np.ix_([0, 1], [0, 1])] = [[1.0, 2.0], [2.0, 1.0]]  # indefinite, positive diagonal
-        with pytest.raises(ValueError, match="support of row"):
-            solve(np.zeros_like(W_star), B, bad, np.ones_like(mask))
-    finally:
-        numba.set_num_threads(before)
-    np.testing.assert_array_equal(many, one)

@@ -279,7 +279,7 @@ def row_cholesky_jitter(diag, s):
     return s * float(np.finfo(np.float64).eps) * diag
 
 
-@njit(cache=True, nogil=True)  # nogil: the row solves run in threads
+@njit(cache=True)
 def _support_block(H, S, out):
     """out = H[S][:, S] (twin: ``H[np.ix_(S, S)]``, 6x slower at s = 288)."""
     for a in range(S.shape[0]):
@@ -292,23 +292,17 @@ def _support_block(H, S, out):
 @register_kernel("masked_row_cholesky", "numpy")
 def _masked_row_cholesky_numpy(X, B, H, mask):
     """Per row i: X[i, S] = solve(H_SS + jitter I, B[i, S]) with S = mask[i] minus the dead
-    inputs (H_jj = 0), by LAPACK potrf / potrs on one BLAS thread each (small systems run
-    faster so), the rows split over Numba's thread count (``numba.get_num_threads()``, what
-    :func:`sparseopt.threads.one_thread` limits) in Python threads: LAPACK releases the GIL,
-    and a row's bits do not depend on the thread count. X (float64) is updated in place and
-    returned; X outside S is untouched. ValueError naming the row when H_SS + jitter I has
-    no Cholesky factor (H not PSD)."""
-    import numba
-    from concurrent.futures import ThreadPoolExecutor
-
+    inputs (H_jj = 0), by LAPACK potrf / potrs on one BLAS thread (small systems run faster
+    so, and the bits do not depend on the thread count). X (float64) is updated in place
+    and returned; X outside S is untouched. ValueError naming the row when H_SS + jitter I
+    has no Cholesky factor (H not PSD)."""
     from scipy.linalg import lapack
 
     alive = np.diag(H) > 0
     support = mask & alive[None, :]
     H = np.ascontiguousarray(H)
-
-    def solve_rows(rows):
-        for i in rows:
+    with small_lapack(0):
+        for i in range(X.shape[0]):
             S = np.flatnonzero(support[i])
             if S.size == 0:
                 continue
@@ -321,13 +315,4 @@ def _masked_row_cholesky_numpy(X, B, H, mask):
                                  f"factor (pivot {info}): H is not positive semidefinite")
             x, info = lapack.dpotrs(c, B[i, S], lower=1)
             X[i, S] = x
-
-    # interleaved rows: the threads share the work when supports differ in size
-    n = max(1, min(numba.get_num_threads(), X.shape[0]))
-    with small_lapack(0):
-        if n == 1:
-            solve_rows(range(X.shape[0]))
-        else:
-            with ThreadPoolExecutor(n) as pool:
-                list(pool.map(solve_rows, [range(k, X.shape[0], n) for k in range(n)]))
     return X
