@@ -75,7 +75,8 @@ def _run_captured(name, out, quick):
 
 def run_parallel(todo, out, quick, jobs):
     """Yield :func:`_run_captured`'s results for the checks ``todo`` as they end, from
-    ``jobs`` fresh single-threaded processes (spawned: no thread pool is inherited)."""
+    ``jobs`` single-threaded processes, each running checks one after another (spawned, not
+    forked: no thread pool or loaded library is inherited)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
