@@ -23,10 +23,12 @@ ONE_THREAD_ENV = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "M
 def run_checks(todo, out, quick, jobs=1):
     """Run the checks ``todo``: ({name: passed}, {claim id: (check, figure, passed)}). With
     ``jobs > 1`` the untimed checks run in :func:`run_parallel`, then the timed ones here."""
-    by_check = {}
+    by_check, timed = {}, set()
     for c in all_claims():
         if c.check:
             by_check.setdefault(c.check, set()).add(c.id)
+        if c.timed:
+            timed.add(c.check)
     results, records = {}, {}
 
     def collect(name, ok, got, seconds):
@@ -38,7 +40,6 @@ def run_checks(todo, out, quick, jobs=1):
         results[name] = ok
         records.update({cid: (name, fig, passed) for cid, (fig, passed) in got.items()})
 
-    timed = {c.check for c in all_claims() if c.timed}
     if jobs > 1:
         parallel = [n for n in longest_first(todo) if n not in timed]
         for name, ok, got, seconds, output in run_parallel(parallel, out, quick, jobs):
@@ -108,6 +109,7 @@ SECONDS = os.path.join(os.path.dirname(__file__), "seconds.json")
 
 
 def load_seconds():
+    """{check: seconds} from :data:`SECONDS` (empty when the file is missing)."""
     if not os.path.exists(SECONDS):
         return {}
     with open(SECONDS) as fh:
