@@ -192,6 +192,7 @@ def _workload(rng):
     from sparseopt import NM
     from sparseopt.layer.prox import prox_prune
     from sparseopt.layer.loss import masked_gd
+    from sparseopt.layer.refine import masked_optimum
     from sparseopt.linalg import is_symmetric, symmetrize_in_place
     from sparseopt.objectives import LayerLoss, LeastSquares
     from sparseopt.prox.alm import enum_alm_rows
@@ -206,6 +207,7 @@ def _workload(rng):
         prox_prune(W, H, NM(2, 4))  # check_finite, the 2:4 prox, the fused loss, the steps
         mask = NM(2, 4).mask(W)
         masked_gd(W * mask, W, H, mask, steps=3)
+        masked_optimum(W * mask, W, H, mask, solver="cholesky")
         NM(2, 4).project(W), NM(2, 4).satisfied_fraction(W * mask)
         f = LayerLoss(W, H)
         proximal_gradient(f, R1(0.1), Schedule(0.5 / f.lipschitz()), x0=W,

@@ -26,12 +26,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..backend import (as_numpy, from_numpy, kernel, namespace, numpy_dtype, numpy_path,
                        register_kernel, zero)
 from ..linalg import frob_inner, small_lapack
 from ..patterns import TopK
+from ..threads import GROUP_SOLVE_MIN_ENTRIES, one_blas_thread, parallel_kernel
 from ..validation import check_bool, check_choice, check_float_array, check_int, check_real
 from .loss import check_layer
 
@@ -292,10 +293,75 @@ def _support_block(H, S, out):
 @register_kernel("masked_row_cholesky", "numpy")
 def _masked_row_cholesky_numpy(X, B, H, mask):
     """Per row i: X[i, S] = solve(H_SS + jitter I, B[i, S]) with S = mask[i] minus the dead
-    inputs (H_jj = 0), by LAPACK potrf / potrs on one BLAS thread (small systems run faster
-    so, and the bits do not depend on the thread count). X (float64) is updated in place
-    and returned; X outside S is untouched. ValueError naming the row when H_SS + jitter I
-    has no Cholesky factor (H not PSD)."""
+    inputs (H_jj = 0), by :func:`_row_cholesky_solves`: the rows spread over Numba's threads,
+    each factored by LAPACK potrf with BLAS on one thread (small systems run faster so, and
+    the bits depend on neither thread count). X (float64) is updated in place and returned;
+    X outside S is untouched. ValueError naming the first row whose H_SS + jitter I has no
+    Cholesky factor (H not PSD)."""
+    support = mask & (np.diag(H) > 0)[None, :]
+    failed = np.zeros(X.shape[0], dtype=np.bool_)
+    with one_blas_thread():
+        _row_cholesky_solves(X, B, np.ascontiguousarray(H), support, failed)
+    if failed.any():
+        raise ValueError(f"H restricted to the support of row {int(np.argmax(failed))} has no "
+                         "Cholesky factor: H is not positive semidefinite")
+    return X
+
+
+@parallel_kernel(GROUP_SOLVE_MIN_ENTRIES)
+def _row_cholesky_solves(X, B, H, support, failed):
+    """The rows of :func:`_masked_row_cholesky_numpy`: per row, H_SS gathered and the jitter
+    of :func:`row_cholesky_jitter` added, then :func:`_cholesky_solve`; ``failed[i]`` set
+    (and row i of X left as it was) where H_SS has no factor. Rows share nothing: the bits
+    do not depend on the threads. NumPy twin: :func:`_masked_row_cholesky_lapack` (potrf /
+    potrs through SciPy), equal to rounding."""
+    eps = np.finfo(np.float64).eps
+    for i in prange(X.shape[0]):
+        S = np.flatnonzero(support[i])
+        s = S.size
+        if s == 0:
+            continue
+        G = _support_block(H, S, np.empty((s, s)))
+        b = np.empty(s)
+        for a in range(s):
+            G[a, a] += s * eps * G[a, a]  # row_cholesky_jitter
+            b[a] = B[i, S[a]]
+        failed[i] = not _cholesky_solve(G, b)
+        if not failed[i]:
+            for a in range(s):
+                X[i, S[a]] = b[a]
+    return X
+
+
+@njit(cache=True)
+def _cholesky_solve(G, b):
+    """b <- G^{-1} b for a symmetric G (C order): L = cholesky(G) (LAPACK potrf), then L y = b
+    and L' x = y by substitution along the rows of L (contiguous). False, b untouched, when
+    G has no Cholesky factor. (Its own function: a prange loop whose body can raise does not
+    run in parallel, and an exception raised in a parallel loop can be lost.)"""
+    try:
+        L = np.linalg.cholesky(G)
+    except Exception:  # np.linalg.LinAlgError: not positive definite
+        return False
+    s = b.size
+    y = np.empty(s)
+    for a in range(s):  # L y = b
+        acc = b[a]
+        for c in range(a):
+            acc -= L[a, c] * y[c]
+        y[a] = acc / L[a, a]
+    for a in range(s - 1, -1, -1):  # L' x = y: column a of L' is row a of L
+        y[a] /= L[a, a]
+        for c in range(a):
+            y[c] -= L[a, c] * y[a]
+    b[:] = y
+    return True
+
+
+def _masked_row_cholesky_lapack(X, B, H, mask):
+    """NumPy twin of :func:`_masked_row_cholesky_numpy`: one row after another, LAPACK potrf /
+    potrs through SciPy on one BLAS thread; ValueError naming the first row whose
+    H_SS + jitter I has no Cholesky factor."""
     from scipy.linalg import lapack
 
     alive = np.diag(H) > 0
