@@ -111,6 +111,28 @@ def test_masks_fixed_and_error_decreases(tmp_path, arch, dtype, sequential):
     assert json.load(open(os.path.join(out, "run.json")))["block_steps"] == STEPS
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sequential", [False, True])
+def test_masks_fixed_and_error_decreases_on_cuda(tmp_path, dtype, sequential):
+    """The same on CUDA (blocks streamed to the GPU, +BR's steps there): every pruned weight
+    stays zero, every layer 2:4, each block's error ends below its start."""
+    out = str(tmp_path / "run")
+    model = _llama(dtype=dtype)
+    res = prune_model(model, _batches(), method="magnitude", block_steps=STEPS, block_lr=LR,
+                      sequential=sequential, out=out, device="cuda", progress=False)
+    for b in res.blocks:
+        assert b.kept == "end" and b.error_end < b.error_start, b
+    for rec in res.records:
+        assert rec.device.startswith("cuda"), rec
+        t = _saved(out, rec.name)
+        W, W0 = t["W"], t["W_nogd"]
+        assert W.dtype == dtype
+        assert torch.equal(W != 0, W0 != 0), rec.name
+        assert not torch.equal(W, W0), rec.name  # fitted
+        assert NM(2, 4).satisfied(W.numpy()), rec.name
+
+
 def test_a_worse_fit_is_undone():
     """A learning rate far too large makes the last iterate worse: the start is kept, so
     the error never ends above its start."""

@@ -180,6 +180,30 @@ def test_masks_never_change_and_the_calibration_kl_goes_down(pruned, pruned64, t
     assert leftovers == []  # the teacher's logits and the checkpoint are gone
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_masks_never_change_on_cuda(pruned, pruned64, tmp_path, dtype):
+    """The same training on CUDA: no pruned weight filled, every layer 2:4, the kept weights
+    moved, the calibration KL down; the saved weights keep the model's dtype."""
+    from sparseopt_torch.finetune import FinetuneSettings, finetune
+
+    out = _copy(pruned if dtype == "float32" else pruned64, tmp_path)
+    source = _weights(os.path.join(out, "wanda"))
+    target = finetune(os.path.join(out, "wanda"), FinetuneSettings(lr=LR, steps=8),
+                      device="cuda", progress=False)
+    tuned = _weights(target)
+    assert sorted(tuned) == sorted(source)
+    moved = 0
+    for name, W in tuned.items():
+        assert W.dtype == getattr(torch, dtype), name
+        assert not W[source[name] == 0].any(), name
+        assert NM(2, 4).satisfied(W), name
+        moved += int((W != source[name]).sum())
+    assert moved > 0
+    info = json.load(open(os.path.join(target, "finetune.json")))["info"]
+    assert info["kl_end"] < 0.8 * info["kl_start"], info
+
+
 def test_a_time_budget_trains_until_it_is_spent(pruned, tmp_path):
     from sparseopt_torch.finetune import FinetuneSettings, finetune
 
