@@ -19,7 +19,8 @@ def test_table1_alg2_fails_when_the_printed_alg2_does_not_stall(monkeypatch, tmp
     import theory_checks.check_table1_alg2 as chk
 
     monkeypatch.setattr(chk, "printed_grid", chk.kernel_grid)
-    ok, got = run_quick("table1_alg2", tmp_path)
+    ok, got = run_quick("table1_alg2", tmp_path,
+                        only=["liu-table1-tied-printed", "liu-table1-tied-kernel"])
     assert ok is False
     assert got["liu-table1-tied-printed"][1] is False
     assert got["liu-table1-tied-kernel"][1] is True
@@ -35,7 +36,7 @@ def test_table1_alg2_fails_for_a_kernel_at_a_slightly_wrong_lam(monkeypatch, tmp
         return orig(y, 1.001 * lam if method == "alm" else lam, n, m, method=method, **kw)
 
     monkeypatch.setattr(prox_pkg, "prox_nm", broken)
-    ok, got = run_quick("table1_alg2", tmp_path)
+    ok, got = run_quick("table1_alg2", tmp_path, only=["liu-table1-tied-kernel"])
     assert ok is False
     assert got["liu-table1-tied-kernel"][1] is False
 
@@ -58,7 +59,7 @@ def test_table1_alg2_prop8_fails_for_a_sweep_that_is_not_the_coordinate_minimize
 
     monkeypatch.setattr(alm, "_alm24", alm._alm24.py_func)
     monkeypatch.setattr(alm, "_sweep24", half_lam_sweep)
-    ok, got = run_quick("table1_alg2", tmp_path)
+    ok, got = run_quick("table1_alg2", tmp_path, only=["liu-prop8-kernel", "liu-prop6-kernel"])
     assert ok is False
     figure, passed = got["liu-prop8-kernel"]
     assert passed is False
@@ -108,7 +109,7 @@ def test_table1_alg2_prop8_fails_for_a_newton_step_that_raises_f(monkeypatch, tm
     monkeypatch.setattr(alm, "_alm24", alm._alm24.py_func)
     monkeypatch.setattr(alm, "_face_newton24", long_newton)
     monkeypatch.setattr(alm, "_OBJ_SLACK", np.inf)
-    ok, got = run_quick("table1_alg2", tmp_path)
+    ok, got = run_quick("table1_alg2", tmp_path, only=["liu-prop8-kernel"])
     assert ok is False
     figure, passed = got["liu-prop8-kernel"]
     assert passed is False
