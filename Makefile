@@ -18,9 +18,11 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/sparseopt demo
 
 # The adapter's tests are skipped where torch is missing, except here: a missing torch fails.
-# -n auto: one pytest-xdist worker per core; --durations: the slowest tests, to cut next.
+# -n auto: one pytest-xdist worker per core; --dist worksteal: an idle worker takes tests
+# queued on the other (a few tests take 20-60 s: without it one worker can end a minute early);
+# --durations: the slowest tests, to cut next.
 test: $(STAMP)
-	SPARSEOPT_REQUIRE_TORCH=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --durations=20
+	SPARSEOPT_REQUIRE_TORCH=1 HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist worksteal --durations=20
 
 checks: $(STAMP)
 	$(BIN)/python -m theory_checks --jobs 2
