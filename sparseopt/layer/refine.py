@@ -49,8 +49,9 @@ SOLVERS = ("auto", "pcg", "cholesky")
 PLANNED_PCG_ITERS = 70
 
 #: What a flop of the per-row factorisations costs in flops of a layer-wide product: small
-#: LAPACK solves on one BLAS thread run at about 1/2.5 of the products' rate (2 cores,
-#: benchmarks/refine.py: 5-8 GFLOP/s against 14-15).
+#: LAPACK solves on one BLAS thread run at a fraction of the products' rate. 2.5 was measured
+#: with the rows solved one after another; with the rows spread over the cores it is
+#: conservative (docs/benchmarks.md, benchmarks/refine.py).
 CHOLESKY_FLOP_WEIGHT = 2.5
 
 
